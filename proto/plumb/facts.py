@@ -1,0 +1,297 @@
+"""The flat form of NodeFacts that both ends of the stream agree on.
+
+A NodeFacts message flattens to ``{path: Reading}``, where a path names one leaf
+(``driver.driver_version``, ``gpus[3].temperature_celsius``,
+``nccl.libraries[0].version``). Deltas, content hashes and the aggregator's change
+history are all expressed over this form, so both sides compute the same hash
+from the same facts without sharing anything but this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from plumb.v1 import facts_pb2
+
+__all__ = [
+    "FactsError",
+    "Reading",
+    "Status",
+    "apply_delta",
+    "content_hash",
+    "describe",
+    "diff",
+    "flatten",
+    "from_fact",
+    "to_fact",
+    "unflatten",
+]
+
+Status = Literal["ok", "not_supported", "error"]
+Scalar = str | int | float | bool
+
+_STATUS_FROM_PROTO: dict[int, Status] = {
+    facts_pb2.FACT_STATUS_OK: "ok",
+    facts_pb2.FACT_STATUS_NOT_SUPPORTED: "not_supported",
+    facts_pb2.FACT_STATUS_ERROR: "error",
+}
+_STATUS_TO_PROTO = {v: k for k, v in _STATUS_FROM_PROTO.items()}
+
+# Bounds on what one node may report; a message beyond them is malformed.
+MAX_PATH_CHARS = 512
+MAX_VALUE_CHARS = 4096
+MAX_REPEATED = 256
+
+_LEAF_TYPES = {
+    "plumb.v1.StringFact": str,
+    "plumb.v1.Int64Fact": int,
+    "plumb.v1.DoubleFact": float,
+    "plumb.v1.BoolFact": bool,
+}
+# Repeated messages keyed by index; everything else is a plain sub-message.
+_SEGMENT = re.compile(r"([a-z_][a-z0-9_]*)(?:\[(\d+)\])?")
+
+
+class FactsError(ValueError):
+    """A facts message or delta that breaks the contract (unknown path, wrong type, too big)."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One fact as the node reported it: a value, or why there is none."""
+
+    status: Status
+    value: Scalar | None = None
+    error: str | None = None
+
+    @classmethod
+    def ok(cls, value: Scalar) -> Reading:
+        return cls("ok", value)
+
+    @classmethod
+    def not_supported(cls) -> Reading:
+        return cls("not_supported")
+
+    @classmethod
+    def failed(cls, error: str) -> Reading:
+        return cls("error", error=error[:MAX_VALUE_CHARS])
+
+    def to_json(self) -> dict[str, Scalar | None]:
+        """The JSON shape used by the HTTP API and the store."""
+        out: dict[str, Scalar | None] = {"status": self.status, "value": self.value}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+def _leaf_to_reading(leaf: Message, kind: type, path: str) -> Reading | None:
+    status = _STATUS_FROM_PROTO.get(leaf.status)  # type: ignore[attr-defined]
+    if status is None:
+        return None  # not collected
+    if status == "ok":
+        value = leaf.value  # type: ignore[attr-defined]
+        _check_value(path, value)
+        return Reading.ok(kind(value))
+    if status == "error":
+        return Reading.failed(leaf.error or "unknown error")  # type: ignore[attr-defined]
+    return Reading.not_supported()
+
+
+def _check_value(path: str, value: object) -> None:
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        raise FactsError(f"{path}: value longer than {MAX_VALUE_CHARS} characters")
+    if isinstance(value, float) and value != value:
+        raise FactsError(f"{path}: value is NaN")
+
+
+def flatten(facts: facts_pb2.NodeFacts) -> dict[str, Reading]:
+    """Every collected leaf of ``facts`` by path; raises FactsError on a malformed message."""
+    return dict(_walk(facts, ""))
+
+
+def _walk(msg: Message, prefix: str) -> Iterator[tuple[str, Reading]]:
+    for field, value in msg.ListFields():
+        path = f"{prefix}{field.name}"
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            # Plain scalars (the path of a library) are identities, exposed as readings.
+            _check_value(path, value)
+            yield path, Reading.ok(value)
+            continue
+        kind = _LEAF_TYPES.get(field.message_type.full_name)
+        if field.is_repeated:
+            if len(value) > MAX_REPEATED:
+                raise FactsError(f"{path}: more than {MAX_REPEATED} entries")
+            for i, item in enumerate(value):
+                yield from _walk(item, f"{path}[{i}].")
+        elif kind is not None:
+            reading = _leaf_to_reading(value, kind, path)
+            if reading is not None:
+                yield path, reading
+        else:
+            yield from _walk(value, f"{path}.")
+
+
+def unflatten(flat: Mapping[str, Reading]) -> facts_pb2.NodeFacts:
+    """The NodeFacts message for ``flat``; raises FactsError on an unknown path or wrong type."""
+    facts = facts_pb2.NodeFacts()
+    for path, reading in flat.items():
+        _set(facts, path, reading)
+    return facts
+
+
+def _set(root: Message, path: str, reading: Reading) -> None:
+    if len(path) > MAX_PATH_CHARS:
+        raise FactsError(f"path longer than {MAX_PATH_CHARS} characters: {path[:40]}...")
+    segments = path.split(".")
+    msg = root
+    for depth, segment in enumerate(segments):
+        match = _SEGMENT.fullmatch(segment)
+        field = msg.DESCRIPTOR.fields_by_name.get(match.group(1)) if match else None
+        if field is None:
+            raise FactsError(f"unknown fact path: {path}")
+        last = depth == len(segments) - 1
+        index = match.group(2)
+        if field.is_repeated:
+            if index is None or field.type != FieldDescriptor.TYPE_MESSAGE:
+                raise FactsError(f"unknown fact path: {path}")
+            items = getattr(msg, field.name)
+            i = int(index)
+            if i >= MAX_REPEATED:
+                raise FactsError(f"{path}: index beyond {MAX_REPEATED}")
+            while len(items) <= i:
+                items.add()
+            msg = items[i]
+            if last:
+                raise FactsError(f"fact path names a message, not a leaf: {path}")
+            continue
+        if index is not None:
+            raise FactsError(f"unknown fact path: {path}")
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            if not last or reading.status != "ok" or not _fits(field, reading.value):
+                raise FactsError(f"{path}: expected a {_type_name(field)} value")
+            setattr(msg, field.name, reading.value)
+            return
+        kind = _LEAF_TYPES.get(field.message_type.full_name)
+        if kind is None:
+            if last:
+                raise FactsError(f"fact path names a message, not a leaf: {path}")
+            msg = getattr(msg, field.name)
+            continue
+        if not last:
+            raise FactsError(f"unknown fact path: {path}")
+        _fill_leaf(getattr(msg, field.name), kind, path, reading)
+
+
+def _fits(field: FieldDescriptor, value: object) -> bool:
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return isinstance(value, str)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_name(field: FieldDescriptor) -> str:
+    return "string" if field.type == FieldDescriptor.TYPE_STRING else "integer"
+
+
+def _fill_leaf(leaf: Message, kind: type, path: str, reading: Reading) -> None:
+    leaf.status = _STATUS_TO_PROTO[reading.status]  # type: ignore[attr-defined]
+    if reading.status == "error":
+        leaf.error = reading.error or ""  # type: ignore[attr-defined]
+    if reading.status != "ok":
+        return
+    value = reading.value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if type(value) is not kind:
+        raise FactsError(f"{path}: expected a {kind.__name__} value, got {type(value).__name__}")
+    _check_value(path, value)
+    leaf.value = value  # type: ignore[attr-defined]
+
+
+def to_fact(reading: Reading) -> facts_pb2.Fact:
+    """The generic Fact message carried in a FactsDelta."""
+    fact = facts_pb2.Fact(status=_STATUS_TO_PROTO[reading.status])
+    if reading.status == "error":
+        fact.error = reading.error or ""
+    value = reading.value
+    if reading.status == "ok":
+        if isinstance(value, bool):
+            fact.bool_value = value
+        elif isinstance(value, int):
+            fact.int_value = value
+        elif isinstance(value, float):
+            fact.double_value = value
+        else:
+            fact.string_value = str(value)
+    return fact
+
+
+def from_fact(path: str, fact: facts_pb2.Fact) -> Reading:
+    """The Reading in a delta's Fact; raises FactsError when it is malformed."""
+    status = _STATUS_FROM_PROTO.get(fact.status)
+    if status is None:
+        raise FactsError(f"{path}: fact has no status")
+    if status == "error":
+        return Reading.failed(fact.error or "unknown error")
+    if status == "not_supported":
+        return Reading.not_supported()
+    which = fact.WhichOneof("value")
+    if which is None:
+        raise FactsError(f"{path}: status ok but no value")
+    value = getattr(fact, which)
+    _check_value(path, value)
+    return Reading.ok(value)
+
+
+def content_hash(flat: Mapping[str, Reading]) -> str:
+    """SHA-256 of the canonical JSON of ``flat``: the same facts give the same hash on both ends."""
+    canonical = json.dumps(
+        {path: r.to_json() for path, r in flat.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def diff(
+    old: Mapping[str, Reading], new: Mapping[str, Reading]
+) -> tuple[dict[str, Reading], list[str]]:
+    """Paths of ``new`` that differ from ``old``, and paths of ``old`` gone from ``new``."""
+    changed = {p: r for p, r in new.items() if old.get(p) != r}
+    removed = sorted(p for p in old if p not in new)
+    return changed, removed
+
+
+def apply_delta(
+    old: Mapping[str, Reading], changed: Mapping[str, Reading], removed: list[str]
+) -> dict[str, Reading]:
+    """``old`` with ``changed`` set and ``removed`` dropped; validates every path first."""
+    check = facts_pb2.NodeFacts()
+    for path, reading in changed.items():
+        _set(check, path, reading)
+    new = {p: r for p, r in old.items() if p not in set(removed)}
+    new.update(changed)
+    return new
+
+
+def describe(descriptor: Descriptor = facts_pb2.NodeFacts.DESCRIPTOR) -> list[str]:
+    """Every leaf path pattern of NodeFacts (``gpus[].uuid``), for docs and contract tests."""
+    out: list[str] = []
+    for field in descriptor.fields:
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            out.append(field.name)
+            continue
+        name = field.name + ("[]" if field.is_repeated else "")
+        if field.message_type.full_name in _LEAF_TYPES:
+            out.append(name)
+        else:
+            out.extend(f"{name}.{sub}" for sub in describe(field.message_type))
+    return out

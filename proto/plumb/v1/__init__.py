@@ -1,0 +1,1 @@
+"""Generated code for the plumb.v1 protocol; regenerate with scripts/gen-proto.sh, never edit."""

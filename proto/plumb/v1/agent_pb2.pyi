@@ -1,0 +1,131 @@
+from plumb.v1 import facts_pb2 as _facts_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Hello(_message.Message):
+    __slots__ = ("node_name", "agent_version", "boot_id", "capabilities")
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    BOOT_ID_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    node_name: str
+    agent_version: str
+    boot_id: str
+    capabilities: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FullFacts(_message.Message):
+    __slots__ = ("seq", "content_hash", "facts")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    content_hash: str
+    facts: _facts_pb2.NodeFacts
+    def __init__(self, seq: _Optional[int] = ..., content_hash: _Optional[str] = ..., facts: _Optional[_Union[_facts_pb2.NodeFacts, _Mapping]] = ...) -> None: ...
+
+class FactsDelta(_message.Message):
+    __slots__ = ("seq", "content_hash", "changed", "removed")
+    class ChangedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _facts_pb2.Fact
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_facts_pb2.Fact, _Mapping]] = ...) -> None: ...
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    content_hash: str
+    changed: _containers.MessageMap[str, _facts_pb2.Fact]
+    removed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, seq: _Optional[int] = ..., content_hash: _Optional[str] = ..., changed: _Optional[_Mapping[str, _facts_pb2.Fact]] = ..., removed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("seq", "content_hash")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    content_hash: str
+    def __init__(self, seq: _Optional[int] = ..., content_hash: _Optional[str] = ...) -> None: ...
+
+class CheckResult(_message.Message):
+    __slots__ = ("request_id", "check_id", "status", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECK_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    check_id: str
+    status: str
+    message: str
+    def __init__(self, request_id: _Optional[str] = ..., check_id: _Optional[str] = ..., status: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ConnectRequest(_message.Message):
+    __slots__ = ("hello", "full_facts", "delta", "heartbeat", "check_result")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    FULL_FACTS_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    CHECK_RESULT_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    full_facts: FullFacts
+    delta: FactsDelta
+    heartbeat: Heartbeat
+    check_result: CheckResult
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., full_facts: _Optional[_Union[FullFacts, _Mapping]] = ..., delta: _Optional[_Union[FactsDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., check_result: _Optional[_Union[CheckResult, _Mapping]] = ...) -> None: ...
+
+class ReportSettings(_message.Message):
+    __slots__ = ("poll_interval_s", "heartbeat_interval_s")
+    POLL_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    poll_interval_s: float
+    heartbeat_interval_s: float
+    def __init__(self, poll_interval_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("session_id", "report_settings")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORT_SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    report_settings: ReportSettings
+    def __init__(self, session_id: _Optional[str] = ..., report_settings: _Optional[_Union[ReportSettings, _Mapping]] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+
+class Resync(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class RunChecks(_message.Message):
+    __slots__ = ("request_id", "check_ids")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECK_IDS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    check_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_id: _Optional[str] = ..., check_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConnectResponse(_message.Message):
+    __slots__ = ("welcome", "ack", "resync", "run_checks")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    RESYNC_FIELD_NUMBER: _ClassVar[int]
+    RUN_CHECKS_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    ack: Ack
+    resync: Resync
+    run_checks: RunChecks
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., resync: _Optional[_Union[Resync, _Mapping]] = ..., run_checks: _Optional[_Union[RunChecks, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,229 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class FactStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FACT_STATUS_UNSPECIFIED: _ClassVar[FactStatus]
+    FACT_STATUS_OK: _ClassVar[FactStatus]
+    FACT_STATUS_NOT_SUPPORTED: _ClassVar[FactStatus]
+    FACT_STATUS_ERROR: _ClassVar[FactStatus]
+FACT_STATUS_UNSPECIFIED: FactStatus
+FACT_STATUS_OK: FactStatus
+FACT_STATUS_NOT_SUPPORTED: FactStatus
+FACT_STATUS_ERROR: FactStatus
+
+class StringFact(_message.Message):
+    __slots__ = ("status", "value", "error")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: FactStatus
+    value: str
+    error: str
+    def __init__(self, status: _Optional[_Union[FactStatus, str]] = ..., value: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class Int64Fact(_message.Message):
+    __slots__ = ("status", "value", "error")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: FactStatus
+    value: int
+    error: str
+    def __init__(self, status: _Optional[_Union[FactStatus, str]] = ..., value: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class DoubleFact(_message.Message):
+    __slots__ = ("status", "value", "error")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: FactStatus
+    value: float
+    error: str
+    def __init__(self, status: _Optional[_Union[FactStatus, str]] = ..., value: _Optional[float] = ..., error: _Optional[str] = ...) -> None: ...
+
+class BoolFact(_message.Message):
+    __slots__ = ("status", "value", "error")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: FactStatus
+    value: bool
+    error: str
+    def __init__(self, status: _Optional[_Union[FactStatus, str]] = ..., value: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class Fact(_message.Message):
+    __slots__ = ("status", "string_value", "int_value", "double_value", "bool_value", "error")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: FactStatus
+    string_value: str
+    int_value: int
+    double_value: float
+    bool_value: bool
+    error: str
+    def __init__(self, status: _Optional[_Union[FactStatus, str]] = ..., string_value: _Optional[str] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., bool_value: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class HostFacts(_message.Message):
+    __slots__ = ("hostname", "boot_id", "kernel", "architecture", "os_id", "os_version_id", "os_pretty_name", "container_runtime", "container_runtime_version", "kubelet_version", "cloud_provider", "instance_type", "region", "zone")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    BOOT_ID_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
+    OS_ID_FIELD_NUMBER: _ClassVar[int]
+    OS_VERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OS_PRETTY_NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KUBELET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    hostname: StringFact
+    boot_id: StringFact
+    kernel: StringFact
+    architecture: StringFact
+    os_id: StringFact
+    os_version_id: StringFact
+    os_pretty_name: StringFact
+    container_runtime: StringFact
+    container_runtime_version: StringFact
+    kubelet_version: StringFact
+    cloud_provider: StringFact
+    instance_type: StringFact
+    region: StringFact
+    zone: StringFact
+    def __init__(self, hostname: _Optional[_Union[StringFact, _Mapping]] = ..., boot_id: _Optional[_Union[StringFact, _Mapping]] = ..., kernel: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., os_id: _Optional[_Union[StringFact, _Mapping]] = ..., os_version_id: _Optional[_Union[StringFact, _Mapping]] = ..., os_pretty_name: _Optional[_Union[StringFact, _Mapping]] = ..., container_runtime: _Optional[_Union[StringFact, _Mapping]] = ..., container_runtime_version: _Optional[_Union[StringFact, _Mapping]] = ..., kubelet_version: _Optional[_Union[StringFact, _Mapping]] = ..., cloud_provider: _Optional[_Union[StringFact, _Mapping]] = ..., instance_type: _Optional[_Union[StringFact, _Mapping]] = ..., region: _Optional[_Union[StringFact, _Mapping]] = ..., zone: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
+
+class DriverFacts(_message.Message):
+    __slots__ = ("driver_version", "nvml_version", "cuda_driver_version", "kernel_module_flavour", "fabric_manager_version")
+    DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    NVML_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CUDA_DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_MODULE_FLAVOUR_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_MANAGER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    driver_version: StringFact
+    nvml_version: StringFact
+    cuda_driver_version: StringFact
+    kernel_module_flavour: StringFact
+    fabric_manager_version: StringFact
+    def __init__(self, driver_version: _Optional[_Union[StringFact, _Mapping]] = ..., nvml_version: _Optional[_Union[StringFact, _Mapping]] = ..., cuda_driver_version: _Optional[_Union[StringFact, _Mapping]] = ..., kernel_module_flavour: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_manager_version: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
+
+class CudaRuntime(_message.Message):
+    __slots__ = ("path", "version")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    version: StringFact
+    def __init__(self, path: _Optional[str] = ..., version: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
+
+class CudaFacts(_message.Message):
+    __slots__ = ("cuda_toolkit_version", "runtimes")
+    CUDA_TOOLKIT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    cuda_toolkit_version: StringFact
+    runtimes: _containers.RepeatedCompositeFieldContainer[CudaRuntime]
+    def __init__(self, cuda_toolkit_version: _Optional[_Union[StringFact, _Mapping]] = ..., runtimes: _Optional[_Iterable[_Union[CudaRuntime, _Mapping]]] = ...) -> None: ...
+
+class NcclLibrary(_message.Message):
+    __slots__ = ("path", "version")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    version: StringFact
+    def __init__(self, path: _Optional[str] = ..., version: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
+
+class NcclFacts(_message.Message):
+    __slots__ = ("libraries",)
+    LIBRARIES_FIELD_NUMBER: _ClassVar[int]
+    libraries: _containers.RepeatedCompositeFieldContainer[NcclLibrary]
+    def __init__(self, libraries: _Optional[_Iterable[_Union[NcclLibrary, _Mapping]]] = ...) -> None: ...
+
+class GpuFacts(_message.Message):
+    __slots__ = ("index", "uuid", "name", "pci_bus_id", "pci_device_id", "architecture", "compute_capability", "memory_total_bytes", "vbios_version", "inforom_version", "serial", "persistence_mode", "mig_mode_current", "mig_mode_pending", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failed", "pcie_link_gen_current", "pcie_link_gen_max", "pcie_link_width_current", "pcie_link_width_max", "nvlink_links_up", "nvlink_links_total", "power_limit_watts", "clock_sm_max_mhz", "clock_memory_max_mhz", "temperature_celsius")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PCI_BUS_ID_FIELD_NUMBER: _ClassVar[int]
+    PCI_DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_CAPABILITY_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    VBIOS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    INFOROM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERIAL_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENCE_MODE_FIELD_NUMBER: _ClassVar[int]
+    MIG_MODE_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    MIG_MODE_PENDING_FIELD_NUMBER: _ClassVar[int]
+    ECC_MODE_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    ECC_UNCORRECTED_VOLATILE_FIELD_NUMBER: _ClassVar[int]
+    ECC_UNCORRECTED_AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_PAGES_PENDING_FIELD_NUMBER: _ClassVar[int]
+    REMAPPED_ROWS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    REMAPPED_ROWS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    PCIE_LINK_GEN_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    PCIE_LINK_GEN_MAX_FIELD_NUMBER: _ClassVar[int]
+    PCIE_LINK_WIDTH_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    PCIE_LINK_WIDTH_MAX_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_LINKS_UP_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_LINKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    POWER_LIMIT_WATTS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_SM_MAX_MHZ_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_MEMORY_MAX_MHZ_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_CELSIUS_FIELD_NUMBER: _ClassVar[int]
+    index: Int64Fact
+    uuid: StringFact
+    name: StringFact
+    pci_bus_id: StringFact
+    pci_device_id: StringFact
+    architecture: StringFact
+    compute_capability: StringFact
+    memory_total_bytes: Int64Fact
+    vbios_version: StringFact
+    inforom_version: StringFact
+    serial: StringFact
+    persistence_mode: BoolFact
+    mig_mode_current: BoolFact
+    mig_mode_pending: BoolFact
+    ecc_mode_current: BoolFact
+    ecc_uncorrected_volatile: Int64Fact
+    ecc_uncorrected_aggregate: Int64Fact
+    retired_pages_pending: Int64Fact
+    remapped_rows_pending: Int64Fact
+    remapped_rows_failed: Int64Fact
+    pcie_link_gen_current: Int64Fact
+    pcie_link_gen_max: Int64Fact
+    pcie_link_width_current: Int64Fact
+    pcie_link_width_max: Int64Fact
+    nvlink_links_up: Int64Fact
+    nvlink_links_total: Int64Fact
+    power_limit_watts: DoubleFact
+    clock_sm_max_mhz: Int64Fact
+    clock_memory_max_mhz: Int64Fact
+    temperature_celsius: Int64Fact
+    def __init__(self, index: _Optional[_Union[Int64Fact, _Mapping]] = ..., uuid: _Optional[_Union[StringFact, _Mapping]] = ..., name: _Optional[_Union[StringFact, _Mapping]] = ..., pci_bus_id: _Optional[_Union[StringFact, _Mapping]] = ..., pci_device_id: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., compute_capability: _Optional[_Union[StringFact, _Mapping]] = ..., memory_total_bytes: _Optional[_Union[Int64Fact, _Mapping]] = ..., vbios_version: _Optional[_Union[StringFact, _Mapping]] = ..., inforom_version: _Optional[_Union[StringFact, _Mapping]] = ..., serial: _Optional[_Union[StringFact, _Mapping]] = ..., persistence_mode: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_pending: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_uncorrected_volatile: _Optional[_Union[Int64Fact, _Mapping]] = ..., ecc_uncorrected_aggregate: _Optional[_Union[Int64Fact, _Mapping]] = ..., retired_pages_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_failed: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_up: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_total: _Optional[_Union[Int64Fact, _Mapping]] = ..., power_limit_watts: _Optional[_Union[DoubleFact, _Mapping]] = ..., clock_sm_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., clock_memory_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., temperature_celsius: _Optional[_Union[Int64Fact, _Mapping]] = ...) -> None: ...
+
+class NodeFacts(_message.Message):
+    __slots__ = ("host", "driver", "cuda", "nccl", "gpus")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    CUDA_FIELD_NUMBER: _ClassVar[int]
+    NCCL_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    host: HostFacts
+    driver: DriverFacts
+    cuda: CudaFacts
+    nccl: NcclFacts
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuFacts]
+    def __init__(self, host: _Optional[_Union[HostFacts, _Mapping]] = ..., driver: _Optional[_Union[DriverFacts, _Mapping]] = ..., cuda: _Optional[_Union[CudaFacts, _Mapping]] = ..., nccl: _Optional[_Union[NcclFacts, _Mapping]] = ..., gpus: _Optional[_Iterable[_Union[GpuFacts, _Mapping]]] = ...) -> None: ...
