@@ -1,1 +1,1 @@
-"""Plumb's wire contract: generated messages in `plumb.v1`, flat-path helpers in `plumb.facts`."""
+"""Shared by agent and aggregator: the wire contract (`plumb.v1`, `plumb.facts`) and log format."""

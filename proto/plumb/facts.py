@@ -31,6 +31,7 @@ __all__ = [
     "diff",
     "flatten",
     "from_fact",
+    "nest",
     "to_fact",
     "unflatten",
 ]
@@ -295,3 +296,38 @@ def describe(descriptor: Descriptor = facts_pb2.NodeFacts.DESCRIPTOR) -> list[st
         else:
             out.extend(f"{name}.{sub}" for sub in describe(field.message_type))
     return out
+
+
+def nest(flat: Mapping[str, Reading]) -> dict:
+    """``flat`` as nested JSON (``{"gpus": [{"uuid": {"status": "ok", ...}}]}``) for people."""
+    root: dict = {}
+    for path in sorted(flat, key=_path_sort_key):
+        node: dict | list = root
+        segments = path.split(".")
+        for depth, segment in enumerate(segments):
+            match = _SEGMENT.fullmatch(segment)
+            assert match is not None, path
+            name, index = match.group(1), match.group(2)
+            last = depth == len(segments) - 1
+            if index is None:
+                if last:
+                    node[name] = flat[path].to_json()  # type: ignore[index]
+                else:
+                    node = node.setdefault(name, {})  # type: ignore[union-attr]
+                continue
+            items = node.setdefault(name, [])  # type: ignore[union-attr]
+            while len(items) <= int(index):
+                items.append({})
+            node = items[int(index)]
+            if last:
+                raise FactsError(f"fact path names a message, not a leaf: {path}")
+    return root
+
+
+def _path_sort_key(path: str) -> list[tuple[str, int]]:
+    """Sort ``gpus[10]`` after ``gpus[9]``."""
+    return [
+        (m.group(1), int(m.group(2) or -1))
+        for m in map(_SEGMENT.fullmatch, path.split("."))
+        if m is not None
+    ]

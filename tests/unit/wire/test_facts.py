@@ -1,0 +1,126 @@
+"""The flat facts form: round trips, diffs, hashes and what counts as malformed."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from plumb import facts as wire
+from plumb.v1 import facts_pb2
+
+_STRING_LEAVES = [
+    "driver.driver_version",
+    "host.kernel",
+    "host.os_id",
+    "gpus[{i}].uuid",
+    "gpus[{i}].name",
+    "cuda.cuda_toolkit_version",
+]
+_INT_LEAVES = ["gpus[{i}].temperature_celsius", "gpus[{i}].memory_total_bytes"]
+_BOOL_LEAVES = ["gpus[{i}].persistence_mode", "gpus[{i}].ecc_mode_current"]
+_FLOAT_LEAVES = ["gpus[{i}].power_limit_watts"]
+
+text = st.text(max_size=40)
+
+
+def readings(values: st.SearchStrategy) -> st.SearchStrategy[wire.Reading]:
+    return st.one_of(
+        values.map(wire.Reading.ok),
+        st.just(wire.Reading.not_supported()),
+        text.filter(bool).map(wire.Reading.failed),
+    )
+
+
+@st.composite
+def flat_facts(draw: st.DrawFn) -> dict[str, wire.Reading]:
+    """Facts for a node with 0-3 GPUs; every GPU has its index, as collectors guarantee."""
+    gpus = draw(st.integers(0, 3))
+    out: dict[str, wire.Reading] = {}
+    for leaves, values in (
+        (_STRING_LEAVES, text),
+        (_INT_LEAVES, st.integers(-(2**63), 2**63 - 1)),
+        (_BOOL_LEAVES, st.booleans()),
+        (_FLOAT_LEAVES, st.floats(allow_nan=False, allow_infinity=False)),
+    ):
+        for leaf in leaves:
+            indexes = range(gpus) if "{i}" in leaf else [0]
+            for i in indexes:
+                if draw(st.booleans()):
+                    out[leaf.format(i=i)] = draw(readings(values))
+    for i in range(gpus):
+        out[f"gpus[{i}].index"] = wire.Reading.ok(i)
+    return out
+
+
+@given(flat_facts())
+def test_flatten_inverts_unflatten(flat):
+    assert wire.flatten(wire.unflatten(flat)) == flat
+
+
+@given(flat_facts(), flat_facts())
+def test_applying_the_diff_to_old_facts_gives_new_facts(old, new):
+    changed, removed = wire.diff(old, new)
+    assert wire.apply_delta(old, changed, removed) == new
+
+
+@given(flat_facts())
+def test_hash_survives_the_wire_round_trip(flat):
+    message = facts_pb2.NodeFacts.FromString(wire.unflatten(flat).SerializeToString())
+    assert wire.content_hash(wire.flatten(message)) == wire.content_hash(flat)
+
+
+@given(flat_facts())
+def test_delta_facts_survive_the_generic_fact_message(flat):
+    for path, reading in flat.items():
+        assert wire.from_fact(path, wire.to_fact(reading)) == reading
+
+
+def test_hash_differs_when_one_fact_differs():
+    a = {"driver.driver_version": wire.Reading.ok("550.54.15")}
+    b = {"driver.driver_version": wire.Reading.ok("550.54.14")}
+    assert wire.content_hash(a) != wire.content_hash(b)
+
+
+@pytest.mark.parametrize(
+    ("path", "reading", "message"),
+    [
+        ("driver.nope", wire.Reading.ok("x"), "unknown fact path"),
+        ("gpus.uuid", wire.Reading.ok("x"), "unknown fact path"),
+        ("gpus[0]", wire.Reading.ok("x"), "names a message"),
+        ("driver", wire.Reading.ok("x"), "names a message"),
+        ("gpus[0].temperature_celsius", wire.Reading.ok("hot"), "expected a int"),
+        ("gpus[999].uuid", wire.Reading.ok("x"), "index beyond"),
+        ("driver.driver_version", wire.Reading.ok("x" * 5000), "longer than"),
+        ("nccl.libraries[0].path", wire.Reading.ok(7), "expected a string"),
+    ],
+)
+def test_malformed_paths_and_values_are_refused(path, reading, message):
+    with pytest.raises(wire.FactsError, match=message):
+        wire.apply_delta({}, {path: reading}, [])
+
+
+def test_a_fact_without_status_is_malformed():
+    with pytest.raises(wire.FactsError, match="no status"):
+        wire.from_fact("host.kernel", facts_pb2.Fact(string_value="6.8"))
+
+
+def test_too_many_gpus_is_malformed():
+    message = facts_pb2.NodeFacts()
+    for _ in range(wire.MAX_REPEATED + 1):
+        message.gpus.add()
+    with pytest.raises(wire.FactsError, match="more than"):
+        wire.flatten(message)
+
+
+def test_nest_orders_gpus_numerically():
+    flat = {f"gpus[{i}].index": wire.Reading.ok(i) for i in range(12)}
+    nested = wire.nest(flat)
+    assert [g["index"]["value"] for g in nested["gpus"]] == list(range(12))
+
+
+def test_describe_lists_every_leaf_pattern():
+    paths = wire.describe()
+    assert "driver.cuda_driver_version" in paths
+    assert "gpus[].nvlink_links_up" in paths
+    assert "nccl.libraries[].path" in paths
