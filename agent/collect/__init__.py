@@ -1,0 +1,52 @@
+"""The node's facts, gathered from every source into the flat form of `plumb.facts`.
+
+One module per source (NVML, host files, CUDA, NCCL). `Sources` is the only thing simulation
+swaps: the collectors always run for real, against a real or a materialised host root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pynvml
+
+from agent.collect import cuda, host, libraries, nccl, nvml
+from plumb.facts import Reading, flatten, unflatten
+
+__all__ = ["Sources", "collect_all", "real_sources"]
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where facts come from: the only thing simulation swaps."""
+
+    nvml: Any  # the real `pynvml` module or an agent.nvml_fake.FakeNvml: same function names
+    host_root: Path  # "/" on a bare host, "/host" in a container, a temp dir in simulation
+    # (kind "cudart" | "nccl", absolute path including the root) -> "12.4" / "2.21.5"; raises
+    library_version: Callable[[str, Path], str]
+    library_dirs: tuple[Path, ...] = ()  # extra dirs (relative to host_root) to search
+    node: Mapping[str, Reading] = field(default_factory=dict)  # facts from outside the host
+
+
+def collect_all(sources: Sources) -> dict[str, Reading]:
+    """Canonical flat facts: returns plumb.facts.flatten(plumb.facts.unflatten(raw)) so types are
+    normalised (the hash depends on it)."""
+    raw: dict[str, Reading] = {}
+    raw.update(host.collect(sources))
+    raw.update(nvml.collect(sources))
+    raw.update(cuda.collect(sources))
+    raw.update(nccl.collect(sources))
+    return flatten(unflatten(raw))
+
+
+def real_sources(host_root: Path = Path("/"), library_dirs: tuple[Path, ...] = ()) -> Sources:
+    """Sources for a real node: the pynvml module and ctypes probes of the host's libraries."""
+    return Sources(
+        nvml=pynvml,
+        host_root=host_root,
+        library_version=libraries.probe_version,
+        library_dirs=tuple(Path(d) for d in library_dirs),
+    )

@@ -1,0 +1,127 @@
+"""`plumb-agent`: collect this node's GPU stack facts and stream them to the aggregator."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from agent import __version__
+from agent.collect import Sources, collect_all, real_sources
+from agent.profile import ProfileError
+from agent.settings import AgentSettings
+from agent.simulate import Simulation
+from agent.stream import Collect, Identity, StreamClient
+from plumb import facts as wire
+from plumb.logs import configure_logging
+
+log = logging.getLogger(__name__)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="plumb-agent",
+        description="Stream this node's GPU software stack facts to the Plumb aggregator.",
+        epilog="Every flag can also be set as an env var: --node-name is PLUMB_NODE_NAME.",
+    )
+    p.add_argument("--aggregator", metavar="HOST:PORT", help="aggregator gRPC address")
+    p.add_argument("--node-name", help="node to report as (default: the host name)")
+    p.add_argument("--simulate", metavar="PROFILE", help="simulate a node: profile name or YAML")
+    p.add_argument("--once", action="store_true", help="print the facts as JSON and exit")
+    p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between polls")
+    p.add_argument("--heartbeat-interval", type=float, metavar="S", help="seconds per heartbeat")
+    p.add_argument("--host-root", type=Path, help="where the host's / is mounted")
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    return p.parse_args(argv)
+
+
+def build_settings(args: argparse.Namespace) -> AgentSettings:
+    """Env vars first, flags over them."""
+    base = AgentSettings()
+    top = {
+        k: v
+        for k, v in {
+            "aggregator": args.aggregator,
+            "node_name": args.node_name,
+            "simulate": args.simulate,
+            "host_root": args.host_root,
+            "log_level": args.log_level,
+        }.items()
+        if v is not None
+    }
+    stream = {
+        k: v
+        for k, v in {
+            "poll_interval_s": args.poll_interval,
+            "heartbeat_interval_s": args.heartbeat_interval,
+        }.items()
+        if v is not None
+    }
+    merged = base.model_dump() | top
+    merged["stream"] = base.stream.model_dump() | stream
+    return AgentSettings.model_validate(merged)
+
+
+def make_source(settings: AgentSettings) -> tuple[str, Collect]:
+    """The node name and a zero-argument collector: simulated from a profile, or this host."""
+    if settings.simulate:
+        node = settings.node_name or f"sim-{Path(settings.simulate).stem}"
+        workdir = settings.sim_workdir or Path(tempfile.mkdtemp(prefix=f"plumb-sim-{node}-"))
+        sim = Simulation(settings.simulate, node, workdir)
+        return node, lambda: collect_all(sim.sources())
+    sources: Sources = real_sources(settings.host_root, tuple(settings.library_dirs))
+    return settings.node_name or socket.gethostname(), lambda: collect_all(sources)
+
+
+async def run(settings: AgentSettings, node: str, collect: Collect) -> None:
+    """Stream until SIGTERM or SIGINT."""
+    facts = await asyncio.to_thread(collect)
+    boot = facts.get("host.boot_id")
+    identity = Identity(
+        node_name=node,
+        agent_version=__version__,
+        boot_id=str(boot.value) if boot and boot.status == "ok" else "",
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    client = StreamClient(settings.aggregator, identity, collect, settings.stream)
+    log.info("agent started", extra={"node": node, "aggregator": settings.aggregator})
+    await client.run(stop)
+    log.info("agent stopped", extra={"node": node})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        settings = build_settings(args)
+    except ValidationError as exc:
+        print(f"plumb-agent: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    try:
+        node, collect = make_source(settings)
+        if args.once:
+            facts = collect()
+            json.dump({"node_name": node, "facts": wire.nest(facts)}, sys.stdout, indent=2)
+            print()
+            return 0
+    except ProfileError as exc:
+        print(f"plumb-agent: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(run(settings, node, collect))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

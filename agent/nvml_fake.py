@@ -1,0 +1,262 @@
+"""A profile-driven stand-in for the `pynvml` module.
+
+`FakeNvml` has the functions the NVML collector calls, with pynvml's names, parameters and
+return shapes, and it raises pynvml's own error classes, so the collector cannot tell it from a
+real driver. A contract test holds it to pynvml's signatures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pynvml
+
+from agent.profile import GpuSpec, Profile
+
+__all__ = ["FakeNvml", "gpu_uuid"]
+
+T = TypeVar("T")
+
+_MIB = 1024 * 1024
+_USED_MIB = 512  # what an idle GPU's driver reservations look like in nvidia-smi
+_UUID_NAMESPACE = uuid.UUID("5b0d3c5e-6a8f-4f62-9a3e-2f1d4c7b9e10")
+
+
+def gpu_uuid(node_name: str, index: int) -> str:
+    """The deterministic UUID of simulated GPU `index` on `node_name`."""
+    return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{node_name}/gpu/{index}')}"
+
+
+def _serial(node_name: str, index: int) -> str:
+    digest = hashlib.sha256(f"{node_name}/gpu/{index}".encode()).hexdigest()
+    return f"1654{int(digest, 16) % 10**9:09d}"
+
+
+def _bus_id(index: int) -> str:
+    return f"00000000:{0x18 + 0x0E * index:02X}:00.0"  # distinct for up to 16 GPUs
+
+
+def _error(code: int) -> pynvml.NVMLError:
+    # pynvml's factory maps the code to its subclass (NVMLError_NotSupported, ...).
+    return pynvml.NVMLError(code)
+
+
+@dataclass(frozen=True)
+class FakeHandle:
+    """What nvmlDeviceGetHandleByIndex returns: opaque to callers, like c_nvmlDevice_t."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class PciInfo:
+    """The fields of pynvml's nvmlPciInfo_t the agent reads (busId is bytes, as from ctypes)."""
+
+    busId: bytes  # pynvml's field name
+    domain: int
+    bus: int
+    device: int
+    pciDeviceId: int
+    pciSubSystemId: int
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """pynvml's c_nvmlMemory_t: bytes total, free and used."""
+
+    total: int
+    free: int
+    used: int
+
+
+class FakeNvml:
+    """NVML for a simulated node, built from a profile and the node's name."""
+
+    def __init__(self, profile: Profile, node_name: str) -> None:
+        self._driver = profile.driver
+        self._node_name = node_name
+        self._gpus = profile.gpu_specs()
+        self._init_count = 0
+
+    # -- library -----------------------------------------------------------------------------
+
+    def nvmlInit(self) -> None:
+        if not self._driver.loaded:
+            raise _error(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+        self._init_count += 1
+
+    def nvmlShutdown(self) -> None:
+        self._ready()
+        self._init_count -= 1
+
+    def _ready(self) -> None:
+        if self._init_count <= 0:
+            raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
+
+    # -- system ------------------------------------------------------------------------------
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._ready()
+        return self._driver.version
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        self._ready()
+        return self._driver.nvml_version
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        self._ready()
+        return self._driver.cuda_driver_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._ready()
+        return len(self._gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self._ready()
+        if not 0 <= index < len(self._gpus):
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return FakeHandle(index)
+
+    # -- per device --------------------------------------------------------------------------
+
+    def _gpu(self, handle: FakeHandle, function: str) -> GpuSpec:
+        """The GPU behind `handle`, raising the error the profile sets for `function`."""
+        self._ready()
+        if not isinstance(handle, FakeHandle) or not 0 <= handle.index < len(self._gpus):
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        gpu = self._gpus[handle.index]
+        if function in gpu.errors:
+            raise _error(getattr(pynvml, f"NVML_ERROR_{gpu.errors[function]}"))
+        return gpu
+
+    def nvmlDeviceGetIndex(self, handle):
+        self._gpu(handle, "nvmlDeviceGetIndex")
+        return handle.index
+
+    def nvmlDeviceGetUUID(self, handle):
+        gpu = self._gpu(handle, "nvmlDeviceGetUUID")
+        return gpu.uuid or gpu_uuid(self._node_name, handle.index)
+
+    def nvmlDeviceGetName(self, handle):
+        return self._gpu(handle, "nvmlDeviceGetName").name
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        gpu = self._gpu(handle, "nvmlDeviceGetPciInfo")
+        bus_id = gpu.pci_bus_id or _bus_id(handle.index)
+        domain, bus, device = bus_id.split(":")
+        return PciInfo(
+            busId=bus_id.encode(),
+            domain=int(domain, 16),
+            bus=int(bus, 16),
+            device=int(device.split(".")[0], 16),
+            pciDeviceId=(gpu.pci_device_id << 16) | 0x10DE,  # low 16 bits: NVIDIA's vendor id
+            pciSubSystemId=0,
+        )
+
+    def nvmlDeviceGetArchitecture(self, device):
+        gpu = self._gpu(device, "nvmlDeviceGetArchitecture")
+        return getattr(pynvml, f"NVML_DEVICE_ARCH_{gpu.architecture.upper()}")
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        gpu = self._gpu(handle, "nvmlDeviceGetCudaComputeCapability")
+        major, minor = gpu.compute_capability.split(".")
+        return (int(major), int(minor))
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        total = self._gpu(handle, "nvmlDeviceGetMemoryInfo").memory_total_mib * _MIB
+        used = min(_USED_MIB * _MIB, total)
+        return MemoryInfo(total=total, free=total - used, used=used)
+
+    def nvmlDeviceGetVbiosVersion(self, handle):
+        return self._gpu(handle, "nvmlDeviceGetVbiosVersion").vbios_version
+
+    def nvmlDeviceGetInforomImageVersion(self, handle):
+        return _supported(self._gpu(handle, "nvmlDeviceGetInforomImageVersion").inforom_version)
+
+    def nvmlDeviceGetSerial(self, handle):
+        gpu = self._gpu(handle, "nvmlDeviceGetSerial")
+        if "serial" not in gpu.model_fields_set:
+            return _serial(self._node_name, handle.index)
+        return _supported(gpu.serial)
+
+    def nvmlDeviceGetPersistenceMode(self, handle):
+        return _state(
+            _supported(self._gpu(handle, "nvmlDeviceGetPersistenceMode").persistence_mode)
+        )
+
+    def nvmlDeviceGetMigMode(self, device):
+        mig = _supported(self._gpu(device, "nvmlDeviceGetMigMode").mig)
+        return [int(mig.current), int(mig.pending)]
+
+    def nvmlDeviceGetEccMode(self, handle):
+        ecc = _supported(self._gpu(handle, "nvmlDeviceGetEccMode").ecc)
+        return [_state(ecc.enabled), _state(ecc.enabled)]
+
+    def nvmlDeviceGetTotalEccErrors(self, handle, errorType, counterType):
+        ecc = _supported(self._gpu(handle, "nvmlDeviceGetTotalEccErrors").ecc)
+        if not ecc.enabled or errorType != pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if counterType == pynvml.NVML_VOLATILE_ECC:
+            return ecc.uncorrected_volatile
+        if counterType == pynvml.NVML_AGGREGATE_ECC:
+            return ecc.uncorrected_aggregate
+        raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, device):
+        gpu = self._gpu(device, "nvmlDeviceGetRetiredPagesPendingStatus")
+        return _state(_supported(gpu.retired_pages_pending))
+
+    def nvmlDeviceGetRemappedRows(self, device):
+        rows = _supported(self._gpu(device, "nvmlDeviceGetRemappedRows").remapped_rows)
+        return (rows.correctable, rows.uncorrectable, int(rows.pending), int(rows.failed))
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):
+        return self._gpu(handle, "nvmlDeviceGetCurrPcieLinkGeneration").pcie.gen_current
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle):
+        return self._gpu(handle, "nvmlDeviceGetMaxPcieLinkGeneration").pcie.gen_max
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle):
+        return self._gpu(handle, "nvmlDeviceGetCurrPcieLinkWidth").pcie.width_current
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle):
+        return self._gpu(handle, "nvmlDeviceGetMaxPcieLinkWidth").pcie.width_max
+
+    def nvmlDeviceGetNvLinkState(self, device, link):
+        nvlink = _supported(self._gpu(device, "nvmlDeviceGetNvLinkState").nvlink)
+        if not 0 <= link < nvlink.links_total:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return _state(link < nvlink.links_up)
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle):
+        return round(
+            self._gpu(handle, "nvmlDeviceGetPowerManagementLimit").power_limit_watts * 1000
+        )
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, type):
+        clocks = self._gpu(handle, "nvmlDeviceGetMaxClockInfo").clock_max_mhz
+        if type in (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_GRAPHICS):
+            return clocks.sm
+        if type == pynvml.NVML_CLOCK_MEM:
+            return clocks.memory
+        raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        gpu = self._gpu(handle, "nvmlDeviceGetTemperature")
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return gpu.temperature_celsius
+
+
+def _supported(value: T | None) -> T:
+    """`value`, or NVML's NotSupported when the profile has no such feature (null)."""
+    if value is None:
+        raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    return value
+
+
+def _state(enabled: bool) -> int:
+    return pynvml.NVML_FEATURE_ENABLED if enabled else pynvml.NVML_FEATURE_DISABLED

@@ -1,0 +1,272 @@
+"""Simulated-node profiles: the YAML schema and its loader.
+
+A profile describes one kind of GPU node (hardware, driver, host, libraries) compactly: the
+GPUs are a `template` repeated `count` times with per-index `overrides`, so a test can make one
+GPU sick without copying the rest. Every model forbids unknown keys, so a typo is an error that
+names the field rather than a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+import pynvml
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+
+__all__ = ["GpuSpec", "Profile", "ProfileError", "load_profile", "shipped_profiles"]
+
+
+class ProfileError(Exception):
+    """A profile that cannot be used; the message names the file and the failing field."""
+
+
+def _host_path(value: str) -> str:
+    path = PurePosixPath(value)
+    if not path.is_absolute() or ".." in path.parts:
+        raise ValueError("must be an absolute path without '..'")
+    return str(path)
+
+
+def _architecture(value: str) -> str:
+    if not hasattr(pynvml, f"NVML_DEVICE_ARCH_{value.upper()}") or value != value.lower():
+        raise ValueError("not an NVML architecture name (e.g. ampere, hopper, blackwell, ada)")
+    return value
+
+
+def _nvml_function(value: str) -> str:
+    if not value.startswith("nvmlDevice") or not callable(getattr(pynvml, value, None)):
+        raise ValueError("not a pynvml nvmlDevice* function")
+    return value
+
+
+def _nvml_error(value: str) -> str:
+    if not isinstance(getattr(pynvml, f"NVML_ERROR_{value}", None), int):
+        raise ValueError("not an NVML error name (e.g. GPU_IS_LOST, UNKNOWN, TIMEOUT)")
+    return value
+
+
+_BUS_ID = r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$"  # NVML's form: 00000000:18:00.0
+HostPath = Annotated[str, AfterValidator(_host_path)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OsRelease(_Model):
+    ID: str
+    VERSION_ID: str
+    PRETTY_NAME: str
+
+
+class Cloud(_Model):
+    provider: str
+    instance_type: str
+    region: str
+    zone: str
+
+
+class HostSpec(_Model):
+    kernel: str
+    architecture: Literal["x86_64", "aarch64"]
+    os_release: OsRelease
+    container_runtime: str
+    container_runtime_version: str
+    kubelet_version: str
+    cloud: Cloud | None = None
+    boot_id: str | None = None  # derived from the node name when absent
+
+
+class DriverSpec(_Model):
+    loaded: bool = True  # false: nvmlInit fails with DriverNotLoaded and no module is present
+    version: str
+    nvml_version: str
+    cuda_driver_version: Annotated[int, Field(ge=1000)]  # NVML's form: 12040 is CUDA 12.4
+    kernel_module_flavour: Literal["open", "proprietary"]
+    fabric_manager_version: str | None = None  # only on NVSwitch systems
+
+
+class CudaSpec(_Model):
+    toolkit_version: str | None = None
+    runtimes: dict[HostPath, str] = {}  # libcudart path -> runtime version ("12.4")
+
+
+class MigSpec(_Model):
+    current: bool = False
+    pending: bool = False
+
+
+class EccSpec(_Model):
+    enabled: bool = True
+    uncorrected_volatile: NonNegativeInt = 0
+    uncorrected_aggregate: NonNegativeInt = 0
+
+
+class RemappedRowsSpec(_Model):
+    correctable: NonNegativeInt = 0
+    uncorrectable: NonNegativeInt = 0
+    pending: bool = False
+    failed: bool = False
+
+
+class PcieSpec(_Model):
+    gen_current: PositiveInt
+    gen_max: PositiveInt
+    width_current: PositiveInt
+    width_max: PositiveInt
+
+
+class NvlinkSpec(_Model):
+    links_total: Annotated[int, Field(gt=0, le=pynvml.NVML_NVLINK_MAX_LINKS)]
+    links_up: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _up_within_total(self) -> NvlinkSpec:
+        if self.links_up > self.links_total:
+            raise ValueError("links_up exceeds links_total")
+        return self
+
+
+class ClockSpec(_Model):
+    sm: PositiveInt
+    memory: PositiveInt
+
+
+class GpuSpec(_Model):
+    """One GPU as NVML would describe it; a null section means NVML says NotSupported."""
+
+    name: str
+    pci_device_id: Annotated[int, Field(ge=0, le=0xFFFF)]
+    architecture: Annotated[str, AfterValidator(_architecture)]
+    compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")]
+    memory_total_mib: PositiveInt
+    vbios_version: str
+    inforom_version: str | None
+    uuid: str | None = None  # derived from node name and index when absent
+    pci_bus_id: Annotated[str, Field(pattern=_BUS_ID)] | None = None  # derived when absent
+    serial: str | None = None  # derived when absent; an explicit null means NotSupported
+    persistence_mode: bool | None = True
+    mig: MigSpec | None = None
+    ecc: EccSpec | None = None
+    retired_pages_pending: bool | None = False
+    remapped_rows: RemappedRowsSpec | None = RemappedRowsSpec()
+    pcie: PcieSpec
+    nvlink: NvlinkSpec | None = None
+    power_limit_watts: PositiveFloat
+    clock_max_mhz: ClockSpec
+    temperature_celsius: int
+    # NVML calls that fail on this GPU: function name -> NVML error name (NVML_ERROR_<name>).
+    errors: dict[
+        Annotated[str, AfterValidator(_nvml_function)],
+        Annotated[str, AfterValidator(_nvml_error)],
+    ] = {}
+
+
+class Gpus(_Model):
+    count: Annotated[int, Field(gt=0, le=16)]  # no node has more; keeps derived bus ids distinct
+    template: dict[str, Any]
+    overrides: dict[NonNegativeInt, dict[str, Any]] = {}
+
+
+class Profile(_Model):
+    """A simulated node: what its host, driver, libraries and GPUs report."""
+
+    description: str
+    host: HostSpec
+    driver: DriverSpec
+    cuda: CudaSpec = CudaSpec()
+    nccl: dict[HostPath, str] = {}  # libnccl path -> version ("2.21.5")
+    gpus: Gpus
+
+    def gpu_spec(self, index: int) -> GpuSpec:
+        """GPU `index`: the template with that index's overrides merged in, validated."""
+        return GpuSpec.model_validate(
+            _merge(self.gpus.template, self.gpus.overrides.get(index, {}))
+        )
+
+    def gpu_specs(self) -> list[GpuSpec]:
+        """Every GPU's spec, in index order."""
+        return [self.gpu_spec(i) for i in range(self.gpus.count)]
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the profiles shipped with the agent (usable as `--simulate NAME`)."""
+    root = resources.files("agent.profiles")
+    return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def profile_path(name_or_path: str) -> Path:
+    """The file for a shipped profile name, or the given path when it is one."""
+    if name_or_path in shipped_profiles():
+        return Path(str(resources.files("agent.profiles") / f"{name_or_path}.yaml"))
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
+        return path
+    raise ProfileError(
+        f"unknown profile {name_or_path!r}: shipped profiles are {', '.join(shipped_profiles())}"
+    )
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load and validate a profile by shipped name or path; raises ProfileError."""
+    return read_profile(profile_path(name_or_path))
+
+
+def read_profile(path: Path) -> Profile:
+    """Load and validate the profile in `path`, GPU overrides included; raises ProfileError."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ProfileError(
+            f"profile {path}: cannot read ({exc.strerror or exc}); "
+            f"shipped profiles are {', '.join(shipped_profiles())}"
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile {path}: invalid YAML: {exc}") from exc
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"profile {path}: {_describe(exc)}") from exc
+    for index in profile.gpus.overrides:
+        if index >= profile.gpus.count:
+            raise ProfileError(
+                f"profile {path}: gpus.overrides.{index}: no such GPU (count is "
+                f"{profile.gpus.count})"
+            )
+    for index in range(profile.gpus.count):
+        where = "template" if index not in profile.gpus.overrides else f"overrides.{index}"
+        try:
+            profile.gpu_spec(index)
+        except ValidationError as exc:
+            raise ProfileError(f"profile {path}: {_describe(exc, ('gpus', where))}") from exc
+    return profile
+
+
+def _describe(exc: ValidationError, prefix: tuple[str, ...] = ()) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in (*prefix, *err['loc'])) or '(top level)'}: {err['msg']}"
+        for err in exc.errors()
+    )

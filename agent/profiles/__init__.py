@@ -1,0 +1,1 @@
+"""Shipped simulated-node profiles (YAML package data, loaded by `agent.profile`)."""

@@ -1,0 +1,45 @@
+"""The agent's one settings object: defaults here, overridden by PLUMB_* env vars, then flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class StreamSettings(BaseModel):
+    """How the agent talks to the aggregator."""
+
+    # Poll NVML and the host this often; 10 s keeps NVML's cost negligible on a busy node,
+    # 0.2 s is the floor the simulator and the latency benchmark use.
+    poll_interval_s: float = Field(10.0, ge=0.2)
+    # A heartbeat when nothing changed; a third of the aggregator's idle timeout (90 s),
+    # so one lost beat does not mark the node disconnected. The aggregator's Welcome may override.
+    heartbeat_interval_s: float = Field(30.0, gt=0)
+    # First reconnect delay; doubled per failure up to backoff_max_s, with full jitter.
+    backoff_initial_s: float = Field(0.5, gt=0)
+    # With full jitter, spreads a 10k-agent reconnect storm over ~30 s.
+    backoff_max_s: float = Field(30.0, gt=0)
+    # A Welcome must arrive this soon after Hello, or the connection is retried.
+    welcome_timeout_s: float = Field(10.0, gt=0)
+
+
+class AgentSettings(BaseSettings):
+    """Everything `plumb-agent` can be told; flags mirror the PLUMB_* env vars."""
+
+    model_config = SettingsConfigDict(env_prefix="PLUMB_", env_nested_delimiter="__")
+
+    aggregator: str = "plumb-aggregator:7443"
+    # Defaults to the host name; the DaemonSet sets it from the downward API (spec.nodeName).
+    node_name: str | None = None
+    # A shipped profile name or a YAML path: simulate a GPU node instead of reading this host.
+    simulate: str | None = None
+    # Where the host's files are: "/" on a bare host, the read-only mount in a container.
+    host_root: Path = Path("/")
+    # Extra directories (under host_root) to search for libcudart and libnccl.
+    library_dirs: list[Path] = []
+    # Simulation writes its fake host tree here; a temp dir when unset.
+    sim_workdir: Path | None = None
+    log_level: str = "INFO"
+    stream: StreamSettings = StreamSettings()

@@ -1,0 +1,149 @@
+"""A simulated GPU node: a profile turned into the Sources the real collectors read.
+
+The host side is materialised as files under a work directory (proc, sys, etc, library files),
+so the host, CUDA and NCCL collectors run unchanged; NVML is a FakeNvml. Editing the profile
+file while the agent runs changes the node, which is how demos and tests make facts drift.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+from pathlib import Path
+
+from agent.collect import Sources
+from agent.nvml_fake import FakeNvml
+from agent.profile import Profile, ProfileError, profile_path, read_profile
+from plumb.facts import Reading
+
+__all__ = ["Simulation"]
+
+log = logging.getLogger(__name__)
+
+_BOOT_NAMESPACE = uuid.UUID("0f4b8c2e-1d7a-4e39-b6a5-8c3f2e9d1a47")
+
+
+class Simulation:
+    """A simulated node from a profile; re-reads the profile file when it changes."""
+
+    def __init__(self, profile: str, node_name: str, workdir: Path) -> None:
+        self.node_name = node_name
+        self.profile_path = profile_path(profile)
+        self._root = Path(workdir) / "host"
+        self._stamp = self._file_stamp()
+        self._apply(read_profile(self.profile_path))  # the first load must succeed
+
+    def sources(self) -> Sources:
+        """Sources for the node as the profile describes it now (reloaded when the file changed;
+        an invalid edit logs a warning and keeps the last good profile)."""
+        stamp = self._file_stamp()
+        if stamp != self._stamp:
+            self._stamp = stamp  # warn once per bad edit, not on every collection
+            try:
+                self._apply(read_profile(self.profile_path))
+            except ProfileError as exc:
+                log.warning(
+                    "profile invalid, keeping the last good one",
+                    extra={"profile": str(self.profile_path), "error": str(exc)},
+                )
+            else:
+                log.info("profile reloaded", extra={"profile": str(self.profile_path)})
+        return self._sources
+
+    def _file_stamp(self) -> tuple[int, int, int, int] | None:
+        try:
+            st = self.profile_path.stat()
+        except OSError:
+            return None  # read_profile reports why
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def _apply(self, profile: Profile) -> None:
+        nvml = FakeNvml(profile, self.node_name)  # validates every GPU before touching the root
+        self._materialise(profile)
+        self._sources = Sources(
+            nvml=nvml,
+            host_root=self._root,
+            library_version=lambda kind, path: self._library_version(profile, kind, path),
+            node=_node_facts(profile),
+        )
+
+    def _library_version(self, profile: Profile, kind: str, path: Path) -> str:
+        host_path = "/" + str(path.relative_to(self._root))
+        versions = profile.cuda.runtimes if kind == "cudart" else profile.nccl
+        if host_path not in versions:
+            raise LookupError(f"{host_path}: the profile gives no {kind} version")
+        return versions[host_path]
+
+    def _materialise(self, profile: Profile) -> None:
+        """Write the host files the collectors read; the old tree goes, so removals show."""
+        if self._root.exists():
+            shutil.rmtree(self._root)
+        host, driver = profile.host, profile.driver
+        boot_id = host.boot_id or str(uuid.uuid5(_BOOT_NAMESPACE, self.node_name))
+        files = {
+            "etc/hostname": self.node_name,
+            "etc/os-release": "".join(
+                f'{key}="{_quoted(value)}"\n' for key, value in host.os_release.model_dump().items()
+            ),
+            "proc/sys/kernel/osrelease": host.kernel,
+            "proc/sys/kernel/arch": host.architecture,
+            "proc/sys/kernel/random/boot_id": boot_id,
+        }
+        if driver.loaded:
+            files["proc/driver/nvidia/version"] = _nvrm_banner(profile)
+            files["sys/module/nvidia/version"] = driver.version
+            # The open module taints only as out-of-tree (O) and unsigned (E); binary adds P.
+            files["sys/module/nvidia/taint"] = (
+                "OE" if driver.kernel_module_flavour == "open" else "POE"
+            )
+        if driver.fabric_manager_version:
+            branch = driver.fabric_manager_version.split(".")[0]
+            files["var/lib/dpkg/status"] = (
+                f"Package: nvidia-fabricmanager-{branch}\nStatus: install ok installed\n"
+                f"Version: {driver.fabric_manager_version}-1\n"
+            )
+        if profile.cuda.toolkit_version:
+            files["usr/local/cuda/version.json"] = json.dumps(
+                {"cuda": {"name": "CUDA SDK", "version": profile.cuda.toolkit_version}}
+            )
+        for library in [*profile.cuda.runtimes, *profile.nccl]:
+            files[library.lstrip("/")] = ""
+        for relative, text in files.items():
+            path = self._root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n" if text else "")
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _nvrm_banner(profile: Profile) -> str:
+    """/proc/driver/nvidia/version as the real modules word it."""
+    arch, version = profile.host.architecture, profile.driver.version
+    module = (
+        f"NVIDIA UNIX Open Kernel Module for {arch}"
+        if profile.driver.kernel_module_flavour == "open"
+        else f"NVIDIA UNIX {arch} Kernel Module"
+    )
+    return f"NVRM version: {module}  {version}  Release Build  (dvs-builder@U16-T02-35-3)"
+
+
+def _node_facts(profile: Profile) -> dict[str, Reading]:
+    """What the agent would learn from the Kubernetes Node object: runtime, kubelet, cloud."""
+    host = profile.host
+    facts = {
+        "host.container_runtime": host.container_runtime,
+        "host.container_runtime_version": host.container_runtime_version,
+        "host.kubelet_version": host.kubelet_version,
+    }
+    if host.cloud:
+        facts |= {
+            "host.cloud_provider": host.cloud.provider,
+            "host.instance_type": host.cloud.instance_type,
+            "host.region": host.cloud.region,
+            "host.zone": host.cloud.zone,
+        }
+    return {path: Reading.ok(value) for path, value in facts.items()}

@@ -1,0 +1,188 @@
+"""The agent's side of the Connect stream: hello, full facts, deltas, heartbeats, resyncs.
+
+One connection at a time. Full facts go out once per connection (and on Resync), then
+only deltas; a heartbeat carries the content hash so the aggregator can tell when it
+has lost track. Connection failures are retried forever with capped exponential
+backoff and full jitter, so a fleet does not reconnect in lockstep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from agent.settings import StreamSettings
+from plumb import facts as wire
+from plumb.v1 import agent_pb2, agent_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+CAPABILITIES = ("facts.delta.v1",)
+
+Collect = Callable[[], dict[str, wire.Reading]]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who this agent says it is in Hello."""
+
+    node_name: str
+    agent_version: str
+    boot_id: str
+
+
+class StreamClient:
+    """Keeps one node's facts mirrored at the aggregator until `stop` is set."""
+
+    def __init__(self, target: str, identity: Identity, collect: Collect, settings: StreamSettings):
+        self._target = target
+        self._identity = identity
+        self._collect = collect
+        self._settings = settings
+        self._heartbeat_s = settings.heartbeat_interval_s
+        self._resync = asyncio.Event()
+        self.connections = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Connect, stream, and reconnect with backoff until `stop` is set."""
+        failures = 0
+        while not stop.is_set():
+            opened = self.connections
+            try:
+                async with grpc.aio.insecure_channel(self._target) as channel:
+                    await self._session(channel, stop)
+            except grpc.aio.AioRpcError as exc:
+                log.warning(
+                    "stream closed",
+                    extra={
+                        "code": exc.code().name,
+                        "details": exc.details(),
+                        "target": self._target,
+                    },
+                )
+            except (TimeoutError, ConnectionError, OSError) as exc:
+                log.warning("stream failed", extra={"error": str(exc), "target": self._target})
+            if stop.is_set():
+                return
+            failures = 0 if self.connections > opened else failures + 1
+            delay = random.uniform(0, self._backoff(failures))
+            log.info("reconnecting", extra={"delay_s": round(delay, 2)})
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            except TimeoutError:
+                pass
+
+    def _backoff(self, failures: int) -> float:
+        s = self._settings
+        return min(s.backoff_max_s, s.backoff_initial_s * 2 ** min(failures, 30))
+
+    async def _session(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        """One stream, from Hello until it fails or `stop` is set."""
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        ident = self._identity
+        await call.write(
+            agent_pb2.ConnectRequest(
+                hello=agent_pb2.Hello(
+                    node_name=ident.node_name,
+                    agent_version=ident.agent_version,
+                    boot_id=ident.boot_id,
+                    capabilities=CAPABILITIES,
+                )
+            )
+        )
+        first = await asyncio.wait_for(call.read(), timeout=self._settings.welcome_timeout_s)
+        if first is grpc.aio.EOF or first.WhichOneof("message") != "welcome":
+            raise ConnectionError("aggregator did not answer Hello with Welcome")
+        welcome = first.welcome
+        if welcome.report_settings.heartbeat_interval_s > 0:
+            self._heartbeat_s = welcome.report_settings.heartbeat_interval_s
+        self.connections += 1
+        log.info("stream opened", extra={"session": welcome.session_id, "target": self._target})
+        self._resync.clear()
+        reader = asyncio.create_task(self._read(call))
+        reporter = asyncio.create_task(self._report(call, stop))
+        try:
+            done, _ = await asyncio.wait({reader, reporter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, reporter):
+                task.cancel()
+            await asyncio.gather(reader, reporter, return_exceptions=True)
+            call.cancel()
+        for task in done:
+            task.result()  # re-raise what ended the session, if it failed
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        while True:
+            msg = await call.read()
+            if msg is grpc.aio.EOF:
+                raise ConnectionError("aggregator closed the stream")
+            kind = msg.WhichOneof("message")
+            if kind == "resync":
+                log.info("resync requested", extra={"reason": msg.resync.reason})
+                self._resync.set()
+            elif kind == "run_checks":
+                log.warning("checks not supported", extra={"request": msg.run_checks.request_id})
+
+    async def _report(self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event) -> None:
+        """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat."""
+        seq = 1  # seq of the last facts message; heartbeats repeat it
+        facts = await asyncio.to_thread(self._collect)
+        digest = wire.content_hash(facts)
+        await call.write(_full(seq, digest, facts))
+        last_sent = time.monotonic()
+        while True:
+            await _first_of(stop, self._resync, timeout_s=self._settings.poll_interval_s)
+            if stop.is_set():
+                return
+            current = await asyncio.to_thread(self._collect)
+            if self._resync.is_set():
+                self._resync.clear()
+                seq += 1
+                digest = wire.content_hash(current)
+                await call.write(_full(seq, digest, current))
+            elif current != facts:
+                seq += 1
+                changed, removed = wire.diff(facts, current)
+                digest = wire.content_hash(current)
+                await call.write(_delta(seq, digest, changed, removed))
+            elif time.monotonic() - last_sent >= self._heartbeat_s:
+                await call.write(
+                    agent_pb2.ConnectRequest(
+                        heartbeat=agent_pb2.Heartbeat(seq=seq, content_hash=digest)
+                    )
+                )
+            else:
+                continue
+            facts = current
+            last_sent = time.monotonic()
+
+
+async def _first_of(*events: asyncio.Event, timeout_s: float) -> None:
+    """Return when any of `events` is set or `timeout_s` has passed."""
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
+def _full(seq: int, digest: str, facts: dict[str, wire.Reading]) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(
+        full_facts=agent_pb2.FullFacts(seq=seq, content_hash=digest, facts=wire.unflatten(facts))
+    )
+
+
+def _delta(
+    seq: int, digest: str, changed: dict[str, wire.Reading], removed: list[str]
+) -> agent_pb2.ConnectRequest:
+    delta = agent_pb2.FactsDelta(seq=seq, content_hash=digest, removed=removed)
+    for path, reading in changed.items():
+        delta.changed[path].CopyFrom(wire.to_fact(reading))
+    return agent_pb2.ConnectRequest(delta=delta)
