@@ -1,0 +1,105 @@
+"""ORM tables of the store: nodes, their current facts, and every fact change.
+
+These classes stay inside ``aggregator.store``; the rest of the aggregator sees the
+frozen dataclasses of ``store.py``. Migrations spell the schema out on their own, and a
+unit test checks that they and these models agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Column sizes; the store rejects longer input up front so SQLite and PostgreSQL agree.
+NODE_NAME_CHARS = 253  # a Kubernetes node name is a DNS subdomain
+PATH_CHARS = 512  # plumb.facts.MAX_PATH_CHARS
+STATUS_CHARS = 16
+IDENTITY_CHARS = 128  # boot id (a UUID) and agent version, with room to spare
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A tz-aware timestamp stored as UTC; SQLite drops the zone, so reads put UTC back."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("timestamps must be tz-aware")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String(NODE_NAME_CHARS), primary_key=True)
+    boot_id: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    agent_version: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    connected: Mapped[bool] = mapped_column(Boolean)
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_report_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class FactRow(Base):
+    """A node's current reading of one fact; ``value`` is JSON text so its type round-trips."""
+
+    __tablename__ = "facts"
+
+    node: Mapped[str] = mapped_column(
+        String(NODE_NAME_CHARS), ForeignKey("nodes.name", ondelete="CASCADE"), primary_key=True
+    )
+    path: Mapped[str] = mapped_column(String(PATH_CHARS), primary_key=True)
+    status: Mapped[str] = mapped_column(String(STATUS_CHARS))
+    value: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class FactChangeRow(Base):
+    """One transition of one fact; ``old``/``new`` hold ``Reading.to_json()`` or NULL."""
+
+    __tablename__ = "fact_changes"
+    __table_args__ = (Index("ix_fact_changes_node_at", "node", "at"),)
+
+    # BIGINT on PostgreSQL for a long history; SQLite only autoincrements INTEGER keys.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    node: Mapped[str] = mapped_column(
+        String(NODE_NAME_CHARS), ForeignKey("nodes.name", ondelete="CASCADE")
+    )
+    path: Mapped[str] = mapped_column(String(PATH_CHARS))
+    old: Mapped[str | None] = mapped_column(Text)
+    new: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)

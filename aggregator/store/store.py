@@ -1,0 +1,443 @@
+"""The store: nodes, their current facts and every fact change, in SQLite or PostgreSQL.
+
+Synchronous on purpose: callers run it through ``asyncio.to_thread``, and the writer
+gathers many stream events into one transaction. ORM rows never leave this module; the
+rest of the aggregator gets the frozen dataclasses below.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import groupby
+from pathlib import Path
+from typing import Any, get_args
+
+from alembic import command
+from alembic.config import Config
+from alembic.util.exc import CommandError
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Insert,
+    Table,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from plumb.facts import MAX_VALUE_CHARS, Reading, Status
+
+from .models import (
+    IDENTITY_CHARS,
+    NODE_NAME_CHARS,
+    PATH_CHARS,
+    FactChangeRow,
+    FactRow,
+    NodeRow,
+)
+
+__all__ = [
+    "Change",
+    "HistoryEntry",
+    "NodeUpdate",
+    "Store",
+    "StoreError",
+    "StoredNode",
+    "migrate",
+]
+
+_MIGRATIONS = Path(__file__).with_name("migrations")
+# Replicas starting together on one PostgreSQL take this advisory lock to migrate in turn.
+_MIGRATION_LOCK_KEY = 0x706C756D62  # "plumb"
+_STATUSES = frozenset(get_args(Status))
+_NODE_FIELDS = ("connected", "boot_id", "agent_version", "last_report_at")
+_SQLITE_BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another's lock before failing
+
+_nodes: Table = NodeRow.__table__  # type: ignore[assignment]
+_facts: Table = FactRow.__table__  # type: ignore[assignment]
+_changes: Table = FactChangeRow.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One fact transition: ``old`` None means the fact is new, ``new`` None that it is gone."""
+
+    path: str
+    old: Reading | None
+    new: Reading | None
+
+
+@dataclass(frozen=True)
+class NodeUpdate:
+    """What one stream event changes for a node; applied in one transaction.
+
+    ``None`` in an optional field means unchanged.
+    """
+
+    node: str
+    at: datetime
+    changes: tuple[Change, ...] = ()
+    connected: bool | None = None
+    boot_id: str | None = None
+    agent_version: str | None = None
+    last_report_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StoredNode:
+    name: str
+    connected: bool
+    boot_id: str | None
+    agent_version: str | None
+    first_seen_at: datetime
+    last_report_at: datetime | None
+    facts: dict[str, Reading]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    path: str
+    old: Reading | None
+    new: Reading | None
+    at: datetime
+
+
+class StoreError(Exception):
+    """A store operation failed.
+
+    ``retryable`` is True when the database itself is unavailable (down, unreachable,
+    locked), so the same call may succeed later; False when the input or the schema is
+    wrong and retrying cannot help.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class Store:
+    """Nodes, current facts and fact history in SQL. Sync; callers run it via asyncio.to_thread."""
+
+    def __init__(self, url: str) -> None:
+        """Connects to ``url`` and upgrades its schema to the latest migration."""
+        self._engine = _create_engine(url)
+        try:
+            _upgrade(self._engine)
+        except StoreError:
+            self._engine.dispose()
+            raise
+        self._dialect_insert = (
+            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
+        )
+
+    def load(self) -> list[StoredNode]:
+        """Every node with its current facts, for the aggregator's start.
+
+        Nodes come back disconnected whatever the table says: no stream is open yet.
+        """
+        with _errors("loading nodes", self._engine), self._engine.connect() as conn:
+            facts: dict[str, dict[str, Reading]] = defaultdict(dict)
+            for row in conn.execute(select(_facts)):
+                facts[row.node][row.path] = Reading(row.status, _from_json(row.value), row.error)
+            nodes = conn.execute(select(_nodes).order_by(_nodes.c.name)).all()
+        return [
+            StoredNode(
+                name=row.name,
+                connected=False,
+                boot_id=row.boot_id,
+                agent_version=row.agent_version,
+                first_seen_at=row.first_seen_at,
+                last_report_at=row.last_report_at,
+                facts=facts.get(row.name, {}),
+            )
+            for row in nodes
+        ]
+
+    def apply(self, updates: Sequence[NodeUpdate]) -> int:
+        """Writes ``updates`` in one transaction and returns the number of change rows written.
+
+        Invalid input raises a non-retryable StoreError before anything is written.
+        """
+        for update in updates:
+            _check(update)
+        if not updates:
+            return 0
+        changes = [(u, c) for u in updates for c in u.changes]
+        with _errors("writing node updates", self._engine), self._engine.begin() as conn:
+            # Consecutive runs of the same kind go as one executemany; order is kept.
+            for shape, group in groupby(updates, key=_node_shape):
+                conn.execute(self._upsert_nodes(shape), [_node_params(u) for u in group])
+            for removed, group in groupby(changes, key=lambda uc: uc[1].new is None):
+                self._write_facts(conn, removed, [(u.node, c) for u, c in group])
+            if changes:
+                conn.execute(insert(_changes), [_change_params(u, c) for u, c in changes])
+        return len(changes)
+
+    def history(
+        self, node: str, since: datetime | None = None, limit: int = 100
+    ) -> list[HistoryEntry]:
+        """The fact changes of ``node`` at or after ``since``, newest first, at most ``limit``."""
+        if limit < 0:
+            raise ValueError("limit must not be negative")
+        stmt = (
+            select(_changes.c.path, _changes.c.old, _changes.c.new, _changes.c.at)
+            .where(_changes.c.node == node)
+            .order_by(_changes.c.at.desc(), _changes.c.id.desc())
+            .limit(limit)
+        )
+        if since is not None:
+            stmt = stmt.where(_changes.c.at >= since)
+        with _errors("reading history", self._engine), self._engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        return [
+            HistoryEntry(row.path, _reading(row.old), _reading(row.new), row.at) for row in rows
+        ]
+
+    def node_exists(self, node: str) -> bool:
+        """Whether ``node`` has ever reported."""
+        stmt = select(_nodes.c.name).where(_nodes.c.name == node)
+        with _errors("looking up a node", self._engine), self._engine.connect() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def ping(self) -> None:
+        """Raises StoreError unless the database answers; backs the readiness probe."""
+        with _errors("pinging the database", self._engine), self._engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def close(self) -> None:
+        """Closes every pooled connection."""
+        self._engine.dispose()
+
+    def _upsert(self, table: Table, keys: Sequence[str], update: Sequence[str]) -> Insert:
+        """INSERT ... ON CONFLICT (keys) DO UPDATE the ``update`` columns (both dialects)."""
+        stmt = self._dialect_insert(table)
+        if not update:
+            return stmt.on_conflict_do_nothing(index_elements=keys)
+        return stmt.on_conflict_do_update(
+            index_elements=keys, set_={col: stmt.excluded[col] for col in update}
+        )
+
+    def _upsert_nodes(self, shape: tuple[str, ...]) -> Insert:
+        return self._upsert(_nodes, ["name"], shape)
+
+    def _write_facts(
+        self, conn: Connection, removed: bool, changes: list[tuple[str, Change]]
+    ) -> None:
+        if removed:
+            conn.execute(
+                delete(_facts).where(
+                    _facts.c.node == bindparam("b_node"), _facts.c.path == bindparam("b_path")
+                ),
+                [{"b_node": node, "b_path": c.path} for node, c in changes],
+            )
+            return
+        conn.execute(
+            self._upsert(_facts, ["node", "path"], ["status", "value", "error"]),
+            [_fact_params(node, c.path, c.new) for node, c in changes if c.new is not None],
+        )
+
+
+def migrate(url: str) -> None:
+    """Upgrades the database at ``url`` to the latest schema; a no-op when it is there."""
+    engine = _create_engine(url)
+    try:
+        _upgrade(engine)
+    finally:
+        engine.dispose()
+
+
+def _create_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"invalid database URL: {exc}", retryable=False) from exc
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        return create_engine(parsed, pool_pre_ping=True)
+    if backend != "sqlite":
+        raise StoreError(
+            f"unsupported database {backend!r}: use sqlite:///PATH or postgresql+psycopg://...",
+            retryable=False,
+        )
+    if parsed.database in (None, "", ":memory:"):
+        raise StoreError(
+            "an in-memory SQLite database lives in one connection: use sqlite:///PATH",
+            retryable=False,
+        )
+    engine = create_engine(parsed)
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    # pysqlite's own transaction handling skips DDL and delays BEGIN; emit BEGIN ourselves
+    # (see _sqlite_begin) so migrations and batches are atomic.
+    dbapi_conn.isolation_level = None
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN")
+
+
+def _upgrade(engine: Engine) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    with _errors("migrating the schema", engine), engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        config.attributes["connection"] = conn
+        try:
+            command.upgrade(config, "head")
+        except CommandError as exc:
+            raise StoreError(
+                f"migrating the schema failed: {exc}; is the database from a newer Plumb?",
+                retryable=False,
+            ) from exc
+
+
+@contextmanager
+def _errors(action: str, engine: Engine) -> Iterator[None]:
+    """Wraps SQLAlchemy errors in StoreError, saying what failed, where, and what to check."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        retryable = isinstance(
+            exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeoutError
+        ) or (isinstance(exc, DBAPIError) and exc.connection_invalidated)
+        cause = getattr(exc, "orig", None) or exc
+        hint = (
+            "check that the database is up, reachable and not locked by another process"
+            if retryable
+            else "check the input and that the schema is at the latest migration"
+        )
+        where = engine.url.render_as_string(hide_password=True)
+        detail = str(cause).splitlines()[0][:300] if str(cause) else ""
+        raise StoreError(
+            f"{action} failed on {where}: {type(cause).__name__}: {detail}; {hint}",
+            retryable=retryable,
+        ) from exc
+
+
+def _check(update: NodeUpdate) -> None:
+    """Rejects what SQLite would store but PostgreSQL would refuse, and malformed updates."""
+    problem = _problem(update)
+    if problem is not None:
+        node = update.node if isinstance(update.node, str) else repr(update.node)
+        raise StoreError(f"invalid update for node {node[:64]}: {problem}", retryable=False)
+
+
+def _problem(update: NodeUpdate) -> str | None:
+    if not _text_ok(update.node, NODE_NAME_CHARS) or not update.node:
+        return f"node name must be 1 to {NODE_NAME_CHARS} characters, without NUL"
+    for name in ("at", "last_report_at"):
+        value = getattr(update, name)
+        if (value is not None or name == "at") and not (
+            isinstance(value, datetime) and value.tzinfo is not None
+        ):
+            return f"{name} must be a tz-aware datetime"
+    for name in ("boot_id", "agent_version"):
+        value = getattr(update, name)
+        if value is not None and not _text_ok(value, IDENTITY_CHARS):
+            return f"{name} must be at most {IDENTITY_CHARS} characters, without NUL"
+    for change in update.changes:
+        if not _text_ok(change.path, PATH_CHARS) or not change.path:
+            return f"fact path must be 1 to {PATH_CHARS} characters, without NUL"
+        if change.old is None and change.new is None:
+            return f"{change.path}: a change needs an old or a new reading"
+        for reading in (change.old, change.new):
+            if reading is not None and not _reading_ok(reading):
+                return f"{change.path}: malformed reading"
+    return None
+
+
+def _text_ok(value: object, max_chars: int) -> bool:
+    # PostgreSQL refuses NUL in text and enforces lengths; SQLite does neither.
+    return isinstance(value, str) and len(value) <= max_chars and "\x00" not in value
+
+
+def _reading_ok(reading: Reading) -> bool:
+    return (
+        isinstance(reading, Reading)
+        and reading.status in _STATUSES
+        and (reading.value is None or isinstance(reading.value, str | int | float | bool))
+        and (reading.error is None or _text_ok(reading.error, MAX_VALUE_CHARS))
+    )
+
+
+def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
+    """The node columns ``update`` sets; updates of one shape share a statement."""
+    return tuple(name for name in _NODE_FIELDS if getattr(update, name) is not None)
+
+
+def _node_params(update: NodeUpdate) -> dict[str, object]:
+    return {
+        "name": update.node,
+        "first_seen_at": update.at,
+        "connected": bool(update.connected),
+        "boot_id": update.boot_id,
+        "agent_version": update.agent_version,
+        "last_report_at": update.last_report_at,
+    }
+
+
+def _fact_params(node: str, path: str, reading: Reading) -> dict[str, object]:
+    return {
+        "node": node,
+        "path": path,
+        "status": reading.status,
+        "value": None if reading.value is None else json.dumps(reading.value),
+        "error": reading.error,
+    }
+
+
+def _change_params(update: NodeUpdate, change: Change) -> dict[str, object]:
+    return {
+        "node": update.node,
+        "path": change.path,
+        "old": _to_json(change.old),
+        "new": _to_json(change.new),
+        "at": update.at,
+    }
+
+
+def _to_json(reading: Reading | None) -> str | None:
+    if reading is None:
+        return None
+    return json.dumps(reading.to_json(), separators=(",", ":"))
+
+
+def _reading(doc: str | None) -> Reading | None:
+    if doc is None:
+        return None
+    fields = json.loads(doc)
+    return Reading(fields["status"], fields.get("value"), fields.get("error"))
+
+
+def _from_json(doc: str | None) -> Any:
+    return None if doc is None else json.loads(doc)

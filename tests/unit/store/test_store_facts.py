@@ -1,0 +1,219 @@
+"""Store: current facts, node rows and change history round-trip; batches are atomic."""
+
+import itertools
+import sqlite3
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aggregator.store import Change, HistoryEntry, NodeUpdate, Store, StoreError
+from plumb.facts import Reading
+
+READINGS = {
+    "host.hostname": Reading.ok("gpu-node-7"),
+    "driver.driver_version": Reading.ok("570.86.15"),
+    "gpus[0].memory_total_bytes": Reading.ok(85_899_345_920),
+    "gpus[0].temperature_celsius": Reading.ok(41.5),
+    "gpus[0].persistence_mode": Reading.ok(True),
+    "gpus[0].mig_mode_current": Reading.ok(False),
+    "gpus[0].power_limit_watts": Reading.ok(0),
+    "fabric.fabric_manager_version": Reading.not_supported(),
+    "cuda.cuda_runtime_version": Reading.failed("libcudart.so: cannot open shared object"),
+}
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+OLD, NEW = Reading.ok("550.54.15"), Reading.ok("570.86.15")
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def _added(node: str, facts: dict[str, Reading], seconds: float = 0, **fields) -> NodeUpdate:
+    changes = tuple(Change(path, None, reading) for path, reading in facts.items())
+    return NodeUpdate(node, at(seconds), changes, **fields)
+
+
+def _rows(url: str, table: str) -> int:
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        return db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def test_apply_then_load_round_trips_every_value_type_and_status(store):
+    update = _added(
+        "gpu-node-7",
+        READINGS,
+        connected=True,
+        boot_id="b-1",
+        agent_version="0.1.0",
+        last_report_at=at(1),
+    )
+    assert store.apply([update]) == len(READINGS)
+    [node] = store.load()
+    assert node.facts == READINGS
+    assert [type(r.value) for r in node.facts.values()] == [
+        type(r.value) for r in READINGS.values()
+    ]
+    assert (node.name, node.boot_id, node.agent_version) == ("gpu-node-7", "b-1", "0.1.0")
+    assert node.first_seen_at == T0 and node.first_seen_at.tzinfo is not None
+    assert node.last_report_at == at(1)
+    assert node.connected is False  # nothing is connected when the aggregator starts
+
+
+def test_none_fields_leave_the_node_row_unchanged(store):
+    store.apply([_added("n", {}, connected=True, boot_id="b-1", agent_version="0.1.0")])
+    store.apply([NodeUpdate("n", at(5), last_report_at=at(5))])
+    store.apply([NodeUpdate("n", at(6), boot_id="b-2")])
+    [node] = store.load()
+    assert (node.boot_id, node.agent_version, node.last_report_at) == ("b-2", "0.1.0", at(5))
+    assert node.first_seen_at == T0
+
+
+def test_changes_and_removals_update_the_current_facts(store):
+    store.apply([_added("n", {"driver.driver_version": OLD, "host.kernel": Reading.ok("6.8")})])
+    changes = (
+        Change("driver.driver_version", OLD, NEW),
+        Change("host.kernel", Reading.ok("6.8"), None),
+    )
+    assert store.apply([NodeUpdate("n", at(1), changes)]) == 2
+    [node] = store.load()
+    assert node.facts == {"driver.driver_version": NEW}
+
+
+def test_a_batch_applies_its_updates_in_order(store):
+    path = "driver.driver_version"
+    batch = [
+        _added("n", {path: OLD}),
+        NodeUpdate("n", at(1), (Change(path, OLD, None),)),
+        NodeUpdate("n", at(2), (Change(path, None, NEW),)),
+        NodeUpdate("n", at(3), connected=True),
+        NodeUpdate("n", at(4), connected=False),
+    ]
+    assert store.apply(batch) == 3
+    assert store.load()[0].facts == {path: NEW}
+    assert [e.at for e in store.history("n")] == [at(2), at(1), at(0)]
+
+
+def test_history_is_newest_first_with_since_and_limit(store):
+    path = "driver.driver_version"
+    store.apply([_added("n", {path: OLD}, 0), _added("other", {path: OLD}, 0)])
+    store.apply([NodeUpdate("n", at(10), (Change(path, OLD, NEW),))])
+    store.apply([NodeUpdate("n", at(20), (Change(path, NEW, None),))])
+    assert store.history("n") == [
+        HistoryEntry(path, NEW, None, at(20)),
+        HistoryEntry(path, OLD, NEW, at(10)),
+        HistoryEntry(path, None, OLD, at(0)),
+    ]
+    assert [e.at for e in store.history("n", since=at(10))] == [at(20), at(10)]
+    assert [e.at for e in store.history("n", limit=1)] == [at(20)]
+    assert store.history("n", limit=0) == []
+    assert store.history("missing") == []
+
+
+def test_changes_at_the_same_instant_come_back_newest_written_first(store):
+    store.apply([_added("n", {"a": OLD, "b": OLD, "c": OLD})])
+    assert [e.path for e in store.history("n")] == ["c", "b", "a"]
+
+
+def test_timestamps_in_other_zones_are_stored_and_returned_as_utc(store):
+    east = timezone(timedelta(hours=9))
+    store.apply([NodeUpdate("n", T0.astimezone(east), (Change("a", None, OLD),))])
+    [entry] = store.history("n", since=T0)
+    assert entry.at == T0 and entry.at.utcoffset() == timedelta(0)
+    assert store.history("n", since=at(1)) == []
+
+
+def test_node_exists_and_ping(store):
+    assert not store.node_exists("n")
+    store.apply([_added("n", {})])
+    assert store.node_exists("n")
+    store.ping()
+
+
+def test_data_survives_reopening_the_store(url, store):
+    store.apply([_added("n", READINGS)])
+    store.close()
+    reopened = Store(url)
+    try:
+        assert reopened.load()[0].facts == READINGS
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        NodeUpdate(None, T0),  # type: ignore[arg-type]
+        NodeUpdate("", T0),
+        NodeUpdate("x" * 254, T0),
+        NodeUpdate("n", T0.replace(tzinfo=None)),
+        NodeUpdate("n", T0, boot_id="b" * 129),
+        NodeUpdate("n", T0, (Change("p" * 513, None, OLD),)),
+        NodeUpdate("n", T0, (Change("a\x00b", None, OLD),)),
+        NodeUpdate("n", T0, (Change("a", None, None),)),
+        NodeUpdate("n", T0, (Change("a", None, Reading("broken", 1)),)),  # type: ignore[arg-type]
+        NodeUpdate("n", T0, (Change("a", None, Reading.ok([1])),)),  # type: ignore[arg-type]
+    ],
+)
+def test_an_invalid_update_fails_the_whole_batch_and_writes_nothing(url, store, bad):
+    with pytest.raises(StoreError) as info:
+        store.apply([_added("good", READINGS), bad])
+    assert not info.value.retryable
+    assert store.load() == []
+    assert _rows(url, "fact_changes") == 0
+
+
+def test_a_database_failure_mid_batch_rolls_the_whole_batch_back(url, store):
+    store.apply([_added("n", {"a": OLD})])
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON fact_changes WHEN NEW.path = 'boom'"
+            " BEGIN SELECT RAISE(ABORT, 'boom'); END"
+        )
+    batch = [
+        NodeUpdate("n", at(1), (Change("a", OLD, NEW),), connected=True),
+        _added("m", READINGS),
+        _added("x", {"boom": OLD}),
+    ]
+    with pytest.raises(StoreError, match="writing node updates failed") as info:
+        store.apply(batch)
+    assert not info.value.retryable
+    [node] = store.load()
+    assert node.facts == {"a": OLD}
+    assert _rows(url, "fact_changes") == 1 and _rows(url, "nodes") == 1
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        assert db.execute("SELECT connected FROM nodes").fetchone() == (0,)
+
+
+_names = (f"node-{i}" for i in itertools.count())
+_values = st.one_of(
+    st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=40),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.booleans(),
+)
+_readings = st.one_of(
+    st.builds(Reading.ok, _values),
+    st.just(Reading.not_supported()),
+    st.builds(Reading.failed, st.text(st.characters(codec="utf-8", exclude_characters="\x00"))),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    facts=st.dictionaries(
+        st.from_regex(r"[a-z_]{1,12}(\[\d\])?\.[a-z_]{1,12}", fullmatch=True), _readings
+    )
+)
+def test_any_facts_round_trip_through_apply_and_load(module_store, facts):
+    node = next(_names)
+    module_store.apply([_added(node, facts)])
+    assert {n.name: n.facts for n in module_store.load()}[node] == facts
+
+
+@pytest.fixture(scope="module")
+def module_store(tmp_path_factory):
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'plumb.db'}")
+    yield store
+    store.close()
