@@ -6,7 +6,11 @@ import logging
 import sys
 
 # Attributes every LogRecord has; anything else came in through `extra=` and is context.
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "color_message",  # uvicorn's coloured duplicate of the message
+}
 
 
 class ContextFormatter(logging.Formatter):

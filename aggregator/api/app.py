@@ -1,0 +1,51 @@
+"""The FastAPI application: routers, the one PlumbError handler, health and metrics."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from aggregator import __version__
+from aggregator.api import nodes
+from aggregator.core import Core
+from aggregator.errors import STATUS, PlumbError
+
+
+def create_app(core: Core) -> FastAPI:
+    """The HTTP API over `core`; OpenAPI at /docs."""
+    app = FastAPI(
+        title="Plumb",
+        version=__version__,
+        description="Live GPU software stack facts of a Kubernetes cluster.",
+    )
+    app.state.core = core
+    app.include_router(nodes.router)
+
+    @app.exception_handler(PlumbError)
+    async def plumb_error(_: Request, exc: PlumbError) -> JSONResponse:
+        return JSONResponse(
+            status_code=STATUS[exc.code][0],
+            content={"code": exc.code, "message": str(exc), "hint": exc.hint},
+        )
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """The process is alive."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz() -> JSONResponse:
+        """Ready to serve: 503 with the failing dependency while degraded."""
+        checks = await core.readiness()
+        ready = all(checks.values())
+        return JSONResponse(
+            status_code=200 if ready else 503,
+            content={"status": "ok" if ready else "degraded", "checks": checks},
+        )
+
+    @app.get("/metrics", tags=["health"], include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(generate_latest(core.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,172 @@
+"""`plumb demo`: an aggregator and six simulated GPU nodes on this machine, and a driver upgrade.
+
+Everything runs as real processes on loopback: `plumb serve` on a temporary SQLite file,
+and `plumb-agent --simulate` per node, each with its own copy of a shipped profile so
+that editing the copy simulates an upgrade on that node alone.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import yaml
+from rich.console import Console
+
+from aggregator.render import history_table, nodes_table
+
+# Four H100 nodes "on EKS" and two A100 nodes "on GKE": two pools, as in a real fleet.
+NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
+    (f"gke-a100-{i}", "hgx-a100") for i in range(1, 3)
+]
+UPGRADED_NODE, NEW_DRIVER = "eks-h100-1", "570.124.06"
+_TIMEOUT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bin(name: str) -> str:
+    """The console script installed beside this Python."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def _wait(what: str, check: Callable[[], bool], timeout_s: float = _TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _profile_copy(name: str, node: str, workdir: Path) -> Path:
+    src = importlib.resources.files("agent.profiles").joinpath(f"{name}.yaml")
+    dst = workdir / f"{node}.yaml"
+    dst.write_text(src.read_text())
+    return dst
+
+
+def run_demo(out: Console, *, keep: bool = False) -> int:
+    """Run the tour; returns the exit code."""
+    workdir = Path(tempfile.mkdtemp(prefix="plumb-demo-"))
+    grpc_addr = f"127.0.0.1:{_free_port()}"
+    base = f"http://127.0.0.1:{_free_port()}"
+    db = f"sqlite:///{workdir / 'plumb.db'}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        log = stack.enter_context((workdir / "processes.log").open("w"))
+
+        def start(*argv: str) -> subprocess.Popen:
+            proc = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
+            stack.callback(_stop, proc)
+            return proc
+
+        with out.status("starting the aggregator…"):
+            start(
+                _bin("plumb"),
+                "serve",
+                "--grpc-listen",
+                grpc_addr,
+                "--http-listen",
+                base.removeprefix("http://"),
+                "--db",
+                db,
+            )
+            _wait("the aggregator's /readyz", lambda: httpx.get(f"{base}/readyz").is_success)
+        out.print(f"[bold]aggregator[/] gRPC {grpc_addr}, HTTP {base}, database {db}")
+
+        profiles = {}
+        with out.status(f"starting {len(NODES)} simulated GPU nodes…"):
+            for node, profile in NODES:
+                profiles[node] = _profile_copy(profile, node, workdir)
+                start(
+                    _bin("plumb-agent"),
+                    "--aggregator",
+                    grpc_addr,
+                    "--node-name",
+                    node,
+                    "--simulate",
+                    str(profiles[node]),
+                    "--poll-interval",
+                    "0.5",
+                    "--log-level",
+                    "WARNING",
+                )
+
+            def all_connected() -> bool:
+                rows = httpx.get(f"{base}/v1/nodes").json()
+                return sum(r["connected"] for r in rows) == len(NODES)
+
+            _wait("every node to connect", all_connected)
+        out.print(nodes_table(httpx.get(f"{base}/v1/nodes").json()))
+
+        old = httpx.get(f"{base}/v1/nodes/{UPGRADED_NODE}").json()["driver_version"]
+        out.print(
+            f"\n[bold]Upgrading[/] the driver on {UPGRADED_NODE}: {old} → {NEW_DRIVER} "
+            f"(editing {profiles[UPGRADED_NODE].name})"
+        )
+        started = time.monotonic()
+        spec = yaml.safe_load(profiles[UPGRADED_NODE].read_text())
+        spec["driver"]["version"] = NEW_DRIVER
+        profiles[UPGRADED_NODE].write_text(yaml.safe_dump(spec, sort_keys=False))
+
+        history_url = f"{base}/v1/nodes/{UPGRADED_NODE}/history"
+
+        def arrived() -> bool:
+            return any(c["path"] == "driver.driver_version" for c in httpx.get(history_url).json())
+
+        with out.status("waiting for the change to arrive…"):
+            _wait("the driver change in the node's history", arrived)
+        out.print(f"arrived in {time.monotonic() - started:.1f} s (agent polls every 0.5 s)")
+        changes = [c for c in httpx.get(history_url).json() if c["old"] is not None]
+        out.print(history_table(changes, title=f"{UPGRADED_NODE}: changes since its first report"))
+        metric = next(
+            line
+            for line in httpx.get(f"{base}/metrics").text.splitlines()
+            if line.startswith("plumb_node_info") and f'node="{UPGRADED_NODE}"' in line
+        )
+        out.print(f"[bold]/metrics[/] {metric}")
+
+        out.print(
+            f"\n[bold]Try[/]\n  {base}/v1/nodes\n  {base}/v1/nodes/{UPGRADED_NODE}\n"
+            f"  {history_url}\n  {base}/v1/snapshot?format=yaml\n  {base}/metrics\n"
+            f"  {base}/docs\n  plumb nodes --server {base}"
+        )
+        if keep:
+            out.print("\nRunning until Ctrl-C…")
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        else:
+            out.print("\n(`plumb demo --keep` leaves it running for you to explore.)")
+        out.print("stopping the aggregator and the agents…")
+    out.print("done. Next: `make test`, or `plumb serve` and `plumb-agent --simulate dgx-h100`.")
+    return 0

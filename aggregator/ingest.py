@@ -1,0 +1,275 @@
+"""The aggregator's side of the Connect stream: one task per agent, applying its facts in order.
+
+Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap
+or a hash that disagrees after applying it; Heartbeat -> Resync when its hash differs.
+A malformed message aborts the stream with INVALID_ARGUMENT before anything is stored.
+
+Two streams for one node name: the newer one wins and the older is aborted with
+ABORTED. A restarted agent whose old TCP connection is still half-open must not be
+locked out for an idle timeout; two agents fighting over one name show up as
+`plumb_ingest_streams_superseded_total` climbing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+import grpc
+
+from aggregator.errors import InvalidInput
+from aggregator.metrics import IngestMetrics
+from aggregator.settings import IngestSettings
+from aggregator.state import LiveState, NodeState
+from aggregator.store import Change, NodeUpdate, Writer
+from plumb import facts as wire
+from plumb.v1 import agent_pb2, agent_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+# A Kubernetes node name: an RFC 1123 subdomain.
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_MAX_NODE_NAME = 253
+_MAX_IDENT = 128
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Session:
+    """One open stream."""
+
+    id: str
+    node: str
+    task: asyncio.Task | None
+    boot_id: str | None = None
+    agent_version: str | None = None
+    seq: int = 0
+    has_facts: bool = False
+    awaiting_full: bool = False
+    superseded: bool = False
+
+
+class Ingest(agent_pb2_grpc.AgentServiceServicer):
+    """Applies every agent's stream to the live state and queues the changes for the store."""
+
+    def __init__(
+        self,
+        state: LiveState,
+        writer: Writer,
+        settings: IngestSettings,
+        metrics: IngestMetrics,
+        clock: Callable[[], datetime] = utcnow,
+    ):
+        self._state = state
+        self._writer = writer
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+
+    @property
+    def connected(self) -> int:
+        return len(self._sessions)
+
+    async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
+        session: Session | None = None
+        failure: tuple[grpc.StatusCode, str, str] | None = None
+        try:
+            hello = await self._read(context, self._settings.hello_timeout_s)
+            if hello is None:
+                return
+            session = self._open(hello)
+            await context.write(
+                agent_pb2.ConnectResponse(
+                    welcome=agent_pb2.Welcome(
+                        session_id=session.id,
+                        report_settings=agent_pb2.ReportSettings(
+                            heartbeat_interval_s=self._settings.heartbeat_interval_s
+                        ),
+                    )
+                )
+            )
+            while (msg := await self._read(context, self._settings.idle_timeout_s)) is not None:
+                reply = self._handle(session, msg)
+                if reply is not None:
+                    await context.write(reply)
+        except InvalidInput as exc:
+            failure = (grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_input")
+        except TimeoutError:
+            failure = (grpc.StatusCode.DEADLINE_EXCEEDED, "no message within the timeout", "idle")
+        except asyncio.CancelledError:
+            if session is None or not session.superseded:
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            failure = (grpc.StatusCode.ABORTED, "superseded by a newer stream", "superseded")
+        finally:
+            if session is not None:
+                self._close(session)
+        if failure is not None:
+            code, message, reason = failure
+            self._metrics.rejected.labels(reason=reason).inc()
+            log.warning(
+                "stream closed",
+                extra={
+                    "node": session.node if session else None,
+                    "code": code.name,
+                    "reason": message,
+                },
+            )
+            await context.abort(code, message)
+
+    async def _read(
+        self, context: grpc.aio.ServicerContext, timeout_s: float
+    ) -> agent_pb2.ConnectRequest | None:
+        async with asyncio.timeout(timeout_s):
+            msg = await context.read()
+        if msg is grpc.aio.EOF:
+            return None
+        kind = msg.WhichOneof("message") or "empty"
+        self._metrics.messages.labels(type=kind).inc()
+        self._metrics.received_bytes.inc(msg.ByteSize())
+        return msg
+
+    def _open(self, msg: agent_pb2.ConnectRequest) -> Session:
+        if msg.WhichOneof("message") != "hello":
+            raise InvalidInput("the first message on a stream must be Hello")
+        hello = msg.hello
+        name = hello.node_name
+        if len(name) > _MAX_NODE_NAME or not _NODE_NAME.fullmatch(name):
+            raise InvalidInput(f"node name {name[:64]!r} is not a valid Kubernetes node name")
+        if len(hello.agent_version) > _MAX_IDENT or len(hello.boot_id) > _MAX_IDENT:
+            raise InvalidInput(f"agent_version and boot_id are limited to {_MAX_IDENT} characters")
+        old = self._sessions.get(name)
+        if old is not None:
+            old.superseded = True
+            if old.task is not None:
+                old.task.cancel()
+            self._metrics.superseded.inc()
+            log.warning("stream superseded", extra={"node": name, "old_session": old.id})
+        session = Session(
+            id=uuid.uuid4().hex,
+            node=name,
+            task=asyncio.current_task(),
+            boot_id=hello.boot_id or None,
+            agent_version=hello.agent_version or None,
+        )
+        self._sessions[name] = session
+        log.info("stream opened", extra={"node": name, "agent_version": hello.agent_version})
+        return session
+
+    def _close(self, session: Session) -> None:
+        if self._sessions.get(session.node) is not session:
+            return  # superseded: the newer stream owns the node now
+        del self._sessions[session.node]
+        node = self._state.get(session.node)
+        if node is not None and node.session_id == session.id:
+            node.connected, node.session_id = False, None
+            self._state.changed()
+            self._submit(NodeUpdate(node=session.node, at=self._clock(), connected=False))
+        log.info("stream ended", extra={"node": session.node})
+
+    def _handle(
+        self, session: Session, msg: agent_pb2.ConnectRequest
+    ) -> agent_pb2.ConnectResponse | None:
+        kind = msg.WhichOneof("message")
+        if kind == "full_facts":
+            return self._full(session, msg.full_facts)
+        if kind == "delta":
+            return self._delta(session, msg.delta)
+        if kind == "heartbeat":
+            return self._heartbeat(session, msg.heartbeat)
+        if kind == "check_result":
+            return None  # reserved for validation
+        raise InvalidInput(f"unexpected message on an open stream: {kind or 'empty'}")
+
+    def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
+        try:
+            flat = wire.flatten(full.facts)
+        except wire.FactsError as exc:
+            raise InvalidInput(f"malformed FullFacts: {exc}") from exc
+        if wire.content_hash(flat) != full.content_hash:
+            raise InvalidInput("FullFacts content_hash does not match its facts")
+        first = not session.has_facts
+        session.seq, session.has_facts, session.awaiting_full = full.seq, True, False
+        self._apply(session, flat, full.content_hash, first=first)
+        return _ack(full.seq)
+
+    def _delta(
+        self, session: Session, delta: agent_pb2.FactsDelta
+    ) -> agent_pb2.ConnectResponse | None:
+        if session.awaiting_full:
+            return None  # in flight before our Resync; the FullFacts that follows supersedes it
+        if not session.has_facts:
+            return self._resync(session, "no_full_facts", "a delta arrived before FullFacts")
+        try:
+            changed = {path: wire.from_fact(path, fact) for path, fact in delta.changed.items()}
+            for path in delta.removed:
+                if len(path) > wire.MAX_PATH_CHARS:
+                    raise wire.FactsError(f"removed path longer than {wire.MAX_PATH_CHARS}")
+            node = self._state.node(session.node, self._clock())
+            new = wire.apply_delta(node.facts, changed, list(delta.removed))
+        except wire.FactsError as exc:
+            raise InvalidInput(f"malformed FactsDelta: {exc}") from exc
+        if delta.seq != session.seq + 1:
+            return self._resync(
+                session, "seq_gap", f"expected seq {session.seq + 1}, got {delta.seq}"
+            )
+        if wire.content_hash(new) != delta.content_hash:
+            return self._resync(session, "hash_mismatch", "facts differ after applying the delta")
+        session.seq = delta.seq
+        self._apply(session, new, delta.content_hash)
+        return _ack(delta.seq)
+
+    def _heartbeat(
+        self, session: Session, beat: agent_pb2.Heartbeat
+    ) -> agent_pb2.ConnectResponse | None:
+        if session.awaiting_full:
+            return None
+        node = self._state.node(session.node, self._clock())
+        if not session.has_facts or beat.content_hash != node.content_hash:
+            return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
+        node.last_report_at = self._clock()
+        return None
+
+    def _resync(self, session: Session, reason: str, detail: str) -> agent_pb2.ConnectResponse:
+        session.awaiting_full = True
+        self._metrics.resyncs.labels(reason=reason).inc()
+        log.info("resync requested", extra={"node": session.node, "reason": detail})
+        return agent_pb2.ConnectResponse(resync=agent_pb2.Resync(reason=detail))
+
+    def _apply(
+        self, session: Session, new: dict[str, wire.Reading], digest: str, *, first: bool = False
+    ) -> None:
+        """Make `new` the node's facts; the first facts of a stream also mark it connected."""
+        now = self._clock()
+        node: NodeState = self._state.node(session.node, now)
+        changed, removed = wire.diff(node.facts, new)
+        changes = tuple(Change(p, node.facts.get(p), r) for p, r in changed.items()) + tuple(
+            Change(p, node.facts[p], None) for p in removed
+        )
+        node.facts, node.content_hash, node.seq, node.last_report_at = new, digest, session.seq, now
+        update = NodeUpdate(node=session.node, at=now, changes=changes, last_report_at=now)
+        if first:
+            node.connected, node.session_id = True, session.id
+            node.boot_id, node.agent_version = session.boot_id, session.agent_version
+            update = replace(
+                update, connected=True, boot_id=session.boot_id, agent_version=session.agent_version
+            )
+        self._state.changed()
+        self._submit(update)
+
+    def _submit(self, update: NodeUpdate) -> None:
+        if not self._writer.submit(update):
+            log.warning("store queue full, update dropped", extra={"node": update.node})
+
+
+def _ack(seq: int) -> agent_pb2.ConnectResponse:
+    return agent_pb2.ConnectResponse(ack=agent_pb2.Ack(seq=seq))

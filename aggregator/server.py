@@ -1,0 +1,98 @@
+"""`plumb serve`: gRPC ingest and the HTTP API in one process, on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+import grpc
+import uvicorn
+
+from aggregator.api import create_app
+from aggregator.core import open_core
+from aggregator.errors import Unavailable
+from aggregator.settings import AggregatorSettings
+from plumb.v1 import agent_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+# Streams get this long to finish on shutdown before they are cancelled.
+_GRACE_S = 5.0
+
+
+class _EmbeddedUvicorn(uvicorn.Server):
+    """Uvicorn without its own signal handling: `serve` owns SIGTERM and the shutdown order."""
+
+    def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+async def _serve_http(http: uvicorn.Server) -> None:
+    """Uvicorn exits the process when it cannot bind; turn that into this task ending."""
+    try:
+        await http.serve()
+    except SystemExit:
+        pass  # uvicorn has logged why; serve() sees `started` is False
+
+
+def split_listen(addr: str) -> tuple[str, int]:
+    """'HOST:PORT' (or '[::1]:PORT') as (host, port)."""
+    host, _, port = addr.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+async def serve(settings: AggregatorSettings) -> None:
+    """Run until SIGTERM or SIGINT, then close streams, flush writes and stop."""
+    core = await open_core(settings)
+    writer_task = asyncio.create_task(core.writer.run(), name="store-writer")
+
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", settings.ingest.max_message_bytes),
+            ("grpc.max_send_message_length", settings.ingest.max_message_bytes),
+        ]
+    )
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(core.ingest, server)
+    try:
+        server.add_insecure_port(settings.grpc_listen)
+    except RuntimeError as exc:
+        raise Unavailable(
+            f"cannot listen for agents on {settings.grpc_listen}",
+            hint="is another `plumb serve` running? pick a free --grpc-listen address",
+        ) from exc
+    await server.start()
+
+    host, port = split_listen(settings.http_listen)
+    http = _EmbeddedUvicorn(
+        uvicorn.Config(create_app(core), host=host, port=port, log_config=None, access_log=False)
+    )
+    http_task = asyncio.create_task(_serve_http(http), name="http")
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "aggregator started",
+        extra={"grpc": settings.grpc_listen, "http": settings.http_listen},
+    )
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
+    if http_task.done() and not http.started:
+        await server.stop(0)
+        raise Unavailable(
+            f"cannot serve HTTP on {settings.http_listen}",
+            hint="is the port taken? pick a free --http-listen address",
+        )
+
+    log.info("aggregator stopping")
+    await server.stop(_GRACE_S)
+    http.should_exit = True
+    await http_task
+    await core.writer.flush(timeout_s=_GRACE_S * 2)
+    writer_task.cancel()
+    await asyncio.gather(writer_task, return_exceptions=True)
+    core.store.close()
+    log.info("aggregator stopped")

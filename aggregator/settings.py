@@ -1,0 +1,45 @@
+"""The aggregator's one settings object: defaults here, PLUMB_* env vars, then flags."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class IngestSettings(BaseModel):
+    """Bounds and timers of the agents' streams."""
+
+    # A full 8-GPU NodeFacts is ~10 KiB; 1 MiB leaves room for 256 GPUs and long error
+    # strings while refusing a runaway message before it is parsed.
+    max_message_bytes: int = Field(1 << 20, ge=4096)
+    # The first message must be Hello, and soon: a silent connection holds a slot.
+    hello_timeout_s: float = Field(10.0, gt=0)
+    # Three heartbeats: one lost beat is no disconnect.
+    idle_timeout_s: float = Field(90.0, gt=0)
+    # Sent in Welcome; the agent heartbeats this often when nothing changed.
+    heartbeat_interval_s: float = Field(30.0, gt=0)
+
+
+class StoreSettings(BaseModel):
+    """The write path to the database."""
+
+    # Bounded: when full, the node is resynced rather than memory growing.
+    queue_max: int = Field(10_000, ge=1)
+    # One transaction per batch; 500 rows keep SQLite transactions under ~50 ms.
+    batch_max: int = Field(500, ge=1)
+    # Wait this long for more updates to join a batch; well under the 1 s freshness goal.
+    linger_s: float = Field(0.05, ge=0)
+
+
+class AggregatorSettings(BaseSettings):
+    """Everything `plumb serve` can be told."""
+
+    model_config = SettingsConfigDict(env_prefix="PLUMB_", env_nested_delimiter="__")
+
+    grpc_listen: str = "0.0.0.0:7443"
+    http_listen: str = "0.0.0.0:8080"
+    # Embedded SQLite by default: one process serves a lab cluster and the demo.
+    db: str = "sqlite:///plumb.db"
+    log_level: str = "INFO"
+    ingest: IngestSettings = IngestSettings()
+    store: StoreSettings = StoreSettings()

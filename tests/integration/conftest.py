@@ -1,0 +1,182 @@
+"""Real processes on loopback: `plumb serve` and `plumb-agent --simulate`, stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+BIN = Path(sys.executable).parent
+PROFILES = Path(__file__).resolve().parents[2] / "agent" / "profiles"
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def until(check: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
+    """Poll `check` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except (httpx.HTTPError, KeyError, StopIteration) as exc:
+            last_error = exc
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout} s waiting for {what} (last error: {last_error})")
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def scrape(aggregator: Aggregator) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample on the aggregator's /metrics as (name, labels, value)."""
+    text = aggregator.get("/metrics").text
+    return [
+        (s.name, s.labels, s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
+
+
+@dataclass
+class Aggregator:
+    """One `plumb serve` process and its addresses."""
+
+    workdir: Path
+    grpc: str = field(default_factory=lambda: f"127.0.0.1:{free_port()}")
+    http_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def db(self) -> str:
+        return f"sqlite:///{self.workdir / 'plumb.db'}"
+
+    def start(self) -> Aggregator:
+        log = (self.workdir / "aggregator.log").open("a")
+        self.proc = subprocess.Popen(
+            [
+                str(BIN / "plumb"),
+                "serve",
+                "--grpc-listen",
+                self.grpc,
+                "--http-listen",
+                f"127.0.0.1:{self.http_port}",
+                "--db",
+                self.db,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**ENV, **self.extra_env},
+        )
+        until(lambda: self.get("/readyz").status_code == 200, what="aggregator /readyz")
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        return stop(self.proc, sig)
+
+    def get(self, path: str, **params: object) -> httpx.Response:
+        if self.proc is not None and self.proc.poll() is not None:
+            pytest.fail(f"aggregator exited with {self.proc.returncode}:\n{self.log()}")
+        return httpx.get(self.url + path, params=params, timeout=5)
+
+    def json(self, path: str, **params: object):
+        resp = self.get(path, **params)
+        resp.raise_for_status()
+        return resp.json()
+
+    def node(self, name: str) -> dict | None:
+        return next((n for n in self.json("/v1/nodes") if n["name"] == name), None)
+
+    def log(self) -> str:
+        return (self.workdir / "aggregator.log").read_text()
+
+
+@dataclass
+class Agent:
+    """One simulated node: its `plumb-agent` process and its own editable profile copy."""
+
+    name: str
+    profile: Path
+    proc: subprocess.Popen
+
+    def edit(self, change: Callable[[dict], None]) -> None:
+        spec = yaml.safe_load(self.profile.read_text())
+        change(spec)
+        tmp = self.profile.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(spec, sort_keys=False))
+        tmp.replace(self.profile)  # atomic, as an editor's save would be
+
+
+@pytest.fixture
+def aggregator(tmp_path: Path) -> Iterator[Aggregator]:
+    agg = Aggregator(tmp_path).start()
+    yield agg
+    if agg.proc is not None:
+        agg.stop()
+
+
+@pytest.fixture
+def start_agent(tmp_path: Path) -> Iterator[Callable[..., Agent]]:
+    started: list[Agent] = []
+
+    def start(aggregator: Aggregator, name: str, profile: str = "dgx-h100", *args: str) -> Agent:
+        copy = tmp_path / f"{name}.yaml"
+        shutil.copy(PROFILES / f"{profile}.yaml", copy)
+        log = (tmp_path / f"agent-{name}.log").open("a")
+        proc = subprocess.Popen(
+            [
+                str(BIN / "plumb-agent"),
+                "--aggregator",
+                aggregator.grpc,
+                "--node-name",
+                name,
+                "--simulate",
+                str(copy),
+                "--poll-interval",
+                "0.2",
+                *args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=ENV,
+        )
+        agent = Agent(name, copy, proc)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        stop(agent.proc)

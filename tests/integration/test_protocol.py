@@ -1,0 +1,172 @@
+"""The stream protocol against a real aggregator, driven message by message by a raw client."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from conftest import scrape, until
+
+from plumb import facts as wire
+from plumb.v1 import agent_pb2, agent_pb2_grpc, facts_pb2
+
+FACTS = {
+    "driver.driver_version": wire.Reading.ok("550.54.15"),
+    "host.kernel": wire.Reading.ok("6.8.0-1030-aws"),
+    "gpus[0].index": wire.Reading.ok(0),
+    "gpus[0].name": wire.Reading.ok("NVIDIA L4"),
+}
+
+
+def hello(name: str) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(
+        hello=agent_pb2.Hello(node_name=name, agent_version="test", boot_id="b-1")
+    )
+
+
+def full(flat: dict, seq: int = 1, digest: str | None = None) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(
+        full_facts=agent_pb2.FullFacts(
+            seq=seq, content_hash=digest or wire.content_hash(flat), facts=wire.unflatten(flat)
+        )
+    )
+
+
+def delta(seq: int, changed: dict, after: dict) -> agent_pb2.ConnectRequest:
+    msg = agent_pb2.FactsDelta(seq=seq, content_hash=wire.content_hash(after))
+    for path, reading in changed.items():
+        msg.changed[path].CopyFrom(wire.to_fact(reading))
+    return agent_pb2.ConnectRequest(delta=msg)
+
+
+async def open_stream(channel, name: str):
+    call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+    await call.write(hello(name))
+    welcome = await call.read()
+    assert welcome.WhichOneof("message") == "welcome"
+    return call
+
+
+async def reply(call) -> str:
+    msg = await call.read()
+    return msg.WhichOneof("message")
+
+
+@pytest.fixture
+async def channel(aggregator):
+    async with grpc.aio.insecure_channel(aggregator.grpc) as ch:
+        yield ch
+
+
+async def test_full_facts_then_delta_are_acked_and_applied(aggregator, channel):
+    call = await open_stream(channel, "raw-1")
+    await call.write(full(FACTS))
+    assert (await call.read()).ack.seq == 1
+    after = {**FACTS, "driver.driver_version": wire.Reading.ok("570.124.06")}
+    await call.write(delta(2, {"driver.driver_version": after["driver.driver_version"]}, after))
+    assert (await call.read()).ack.seq == 2
+    until(lambda: aggregator.node("raw-1")["driver_version"] == "570.124.06", what="delta")
+    await call.done_writing()
+
+
+async def test_heartbeat_with_a_stale_hash_gets_a_resync(aggregator, channel):
+    call = await open_stream(channel, "raw-2")
+    await call.write(full(FACTS))
+    await call.read()
+    await call.write(
+        agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=1, content_hash="0" * 64))
+    )
+    assert await reply(call) == "resync"
+    await call.write(full(FACTS, seq=2))
+    assert (await call.read()).ack.seq == 2
+    assert ("plumb_ingest_resyncs_total", {"reason": "hash_mismatch"}, 1.0) in scrape(aggregator)
+
+
+async def test_a_seq_gap_gets_a_resync_and_is_not_applied(aggregator, channel):
+    call = await open_stream(channel, "raw-3")
+    await call.write(full(FACTS))
+    await call.read()
+    after = {**FACTS, "host.kernel": wire.Reading.ok("6.9.0")}
+    await call.write(delta(5, {"host.kernel": after["host.kernel"]}, after))
+    assert await reply(call) == "resync"
+    assert aggregator.node("raw-3") is not None
+    assert aggregator.json("/v1/nodes/raw-3")["kernel"] == "6.8.0-1030-aws"
+
+
+async def test_malformed_full_facts_closes_the_stream_and_stores_nothing(aggregator, channel):
+    call = await open_stream(channel, "liar")
+    await call.write(full(FACTS, digest="f" * 64))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "content_hash" in err.value.details()
+    assert aggregator.node("liar") is None
+    assert aggregator.get("/v1/nodes/liar/history").status_code == 404
+    assert "stream closed" in aggregator.log()
+
+
+async def test_a_delta_with_an_unknown_path_closes_the_stream(aggregator, channel):
+    call = await open_stream(channel, "raw-4")
+    await call.write(full(FACTS))
+    await call.read()
+    bad = {"gpus[0].warp_drive": wire.Reading.ok("on")}
+    await call.write(delta(2, bad, {**FACTS, **bad}))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "unknown fact path" in err.value.details()
+    paths = until(
+        lambda: {c["path"] for c in aggregator.json("/v1/nodes/raw-4/history")} or None,
+        what="the first facts in history",
+    )
+    assert paths == set(FACTS)
+
+
+async def test_an_oversized_message_closes_the_stream_and_stores_nothing(aggregator, channel):
+    call = await open_stream(channel, "huge")
+    facts = facts_pb2.NodeFacts()
+    for i in range(200):
+        gpu = facts.gpus.add()
+        gpu.name.status = facts_pb2.FACT_STATUS_ERROR
+        gpu.name.error = "x" * 8000 + str(i)
+    await call.write(
+        agent_pb2.ConnectRequest(
+            full_facts=agent_pb2.FullFacts(seq=1, content_hash="h", facts=facts)
+        )
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert aggregator.node("huge") is None
+
+
+async def test_the_first_message_must_be_hello(aggregator, channel):
+    call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+    await call.write(full(FACTS))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Hello" in err.value.details()
+
+
+async def test_an_invalid_node_name_is_refused(aggregator, channel):
+    call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+    await call.write(hello("Not_A/Node"))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_second_stream_for_a_node_replaces_the_first(aggregator, channel):
+    first = await open_stream(channel, "twin")
+    await first.write(full(FACTS))
+    await first.read()
+    async with grpc.aio.insecure_channel(aggregator.grpc) as other:
+        second = await open_stream(other, "twin")
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await first.read()
+        assert err.value.code() == grpc.StatusCode.ABORTED
+        assert "superseded" in err.value.details()
+        await second.write(full(FACTS))
+        assert (await second.read()).ack.seq == 1
+        assert aggregator.node("twin")["connected"] is True
+    until(lambda: aggregator.node("twin")["connected"] is False, what="disconnect")
