@@ -1,0 +1,43 @@
+# Plumb: `make demo` runs the aggregator with six simulated GPU nodes; `make test` runs every check.
+# Both create .venv on first use and install what they need into it.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint unit integration proto bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "Plumb needs Python 3.11+; set PYTHON=/path/to/python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/plumb demo
+
+test: lint unit integration
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/buf lint
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+integration: $(STAMP)
+	$(BIN)/pytest tests/integration
+
+proto: $(STAMP)
+	scripts/gen-proto.sh
+
+bench: $(STAMP)
+	$(BIN)/python bench/fact_to_metric.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
