@@ -1,0 +1,166 @@
+"""Latency from an agent noticing a fact change to the aggregator's /metrics showing it.
+
+Starts a real `plumb serve` (SQLite in a temp dir) and N agents in this process, each a
+real StreamClient speaking gRPC on loopback with facts collected once from a shipped
+profile. One change at a time, a random node's driver version is set to a fresh value;
+the clock starts when that agent's collector first returns it and stops when a /metrics
+scrape shows it. Results go to bench/results/fact_to_metric.json.
+
+    .venv/bin/python bench/fact_to_metric.py [--agents 100] [--changes 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from agent.collect import collect_all
+from agent.settings import StreamSettings
+from agent.simulate import Simulation
+from agent.stream import Identity, StreamClient
+from plumb import facts as wire
+
+RESULTS = Path(__file__).parent / "results" / "fact_to_metric.json"
+PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ChangingNode:
+    """A node's facts that the benchmark can change, timing when the agent first sees it."""
+
+    def __init__(self, facts: dict[str, wire.Reading]):
+        self.facts = facts
+        self.noticed: dict[str, float] = {}
+
+    def set_driver(self, version: str) -> None:
+        self.facts = {**self.facts, "driver.driver_version": wire.Reading.ok(version)}
+
+    def collect(self) -> dict[str, wire.Reading]:
+        facts = self.facts
+        version = str(facts["driver.driver_version"].value)
+        self.noticed.setdefault(version, time.perf_counter())
+        return facts
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agents", type=int, default=100)
+    p.add_argument("--changes", type=int, default=200)
+    p.add_argument("--poll-interval", type=float, default=0.2)
+    args = p.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="plumb-bench-"))
+    grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
+    base = f"http://127.0.0.1:{http_port}"
+    server = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("plumb")),
+        "serve",
+        "--grpc-listen",
+        grpc_addr,
+        "--http-listen",
+        f"127.0.0.1:{http_port}",
+        "--db",
+        f"sqlite:///{workdir}/bench.db",
+        "--log-level",
+        "WARNING",
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    stop = asyncio.Event()
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+            await wait_for(lambda: http.get("/readyz"), lambda r: r.status_code == 200)
+            nodes = {}
+            for i in range(args.agents):
+                name = f"bench-{i:05d}"
+                sim = Simulation(PROFILES[i % len(PROFILES)], name, workdir / name)
+                nodes[name] = ChangingNode(collect_all(sim.sources()))
+            settings = StreamSettings(poll_interval_s=args.poll_interval)
+            clients = [
+                StreamClient(grpc_addr, Identity(name, "bench", name), node.collect, settings)
+                for name, node in nodes.items()
+            ]
+            tasks = [asyncio.create_task(c.run(stop)) for c in clients]
+            await wait_for(
+                lambda: http.get("/v1/nodes"),
+                lambda r: sum(n["connected"] for n in r.json()) == args.agents,
+                timeout_s=120,
+            )
+            latencies = []
+            for k in range(args.changes):
+                name = random.choice(list(nodes))
+                version = f"999.{k}.{random.randrange(10**6)}"
+                nodes[name].set_driver(version)
+                needle = f'driver_version="{version}"'
+                await wait_for(
+                    lambda: http.get("/metrics"),
+                    lambda r, needle=needle: needle in r.text,
+                    interval_s=0.005,
+                )
+                shown = time.perf_counter()
+                latencies.append(shown - nodes[name].noticed[version])
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(server.wait(), timeout=30)
+    report(args, latencies)
+
+
+async def wait_for(get, ok, timeout_s: float = 30.0, interval_s: float = 0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            resp = await get()
+            if ok(resp):
+                return resp
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(interval_s)
+    raise TimeoutError("benchmark condition not reached")
+
+
+def report(args: argparse.Namespace, latencies: list[float]) -> None:
+    ms = sorted(x * 1000 for x in latencies)
+    result = {
+        "benchmark": "fact_change_to_metric",
+        "agents": args.agents,
+        "changes": len(ms),
+        "agent_poll_interval_s": args.poll_interval,
+        "latency_ms": {
+            "p50": round(statistics.median(ms), 1),
+            "p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+            "max": round(ms[-1], 1),
+            "mean": round(statistics.fmean(ms), 1),
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["latency_ms"]), f"over {len(ms)} changes, {args.agents} agents")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
