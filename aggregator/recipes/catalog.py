@@ -1,0 +1,378 @@
+"""Load and validate everything under ``recipes/`` into one immutable Catalog.
+
+Loading is all or nothing: every problem in every file is collected, each as
+``file:line: key: message``, and raised together as one RecipeError, so the aggregator refuses
+to start rather than serve half a catalog. Line numbers come from YAML node marks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from aggregator.errors import PlumbError
+from aggregator.recipes import schema
+from aggregator.recipes.node import normalize_pci_device_id
+
+__all__ = ["Catalog", "RecipeError", "default_root", "load_catalog"]
+
+M = TypeVar("M", bound=BaseModel)
+Loc = tuple[str | int, ...]
+CRITERIA_KEYS = ("service", "accelerator", "os", "intent", "platform")
+
+
+class RecipeError(PlumbError):
+    """The recipe data is broken; the message lists every problem as ``file:line: key: why``."""
+
+    code = "internal"
+
+
+def default_root() -> Path:
+    """The repository's ``recipes/`` directory."""
+    return Path(__file__).resolve().parents[2] / "recipes"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every recipe file, validated and indexed; never mutated after loading."""
+
+    root: Path
+    digest: str
+    criteria: schema.CriteriaValues
+    registry: Mapping[str, schema.RegistryComponent]
+    overlays: Mapping[str, schema.Overlay]
+    mixins: Mapping[str, schema.Mixin]
+    cuda_driver: Mapping[str, schema.CudaDriverRow]
+    branches: Mapping[str, schema.DriverBranchRow]
+    gpus: tuple[schema.GpuRow, ...]
+    known_bad: tuple[schema.KnownBadRow, ...]
+    _by_name: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
+    _by_pci: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for row in self.gpus:
+            self._by_name.update({n.lower(): row for n in row.nvml_names})
+            self._by_pci.update({p: row for p in row.pci_device_ids})
+
+    def identify_gpu(self, name: str | None, pci_device_id: str | None) -> schema.GpuRow | None:
+        """The GPU catalog row for an NVML product name, else for a PCI device id."""
+        if name and (row := self._by_name.get(name.strip().lower())):
+            return row
+        if pci_device_id:
+            return self._by_pci.get(normalize_pci_device_id(pci_device_id))
+        return None
+
+    def gpu_identity(self, name: str | None, pci_device_id: str | None) -> tuple[str, str] | None:
+        """(model, accelerator) of a GPU, for NodeView."""
+        row = self.identify_gpu(name, pci_device_id)
+        return (row.model, row.accelerator) if row else None
+
+    def allowed_values(self) -> dict[str, tuple[str, ...]]:
+        """Allowed value of each criteria key, ``any`` first."""
+        accelerators = sorted({row.accelerator for row in self.gpus})
+        values = {
+            "service": self.criteria.service,
+            "accelerator": tuple(accelerators),
+            "os": self.criteria.os,
+            "intent": self.criteria.intent,
+            "platform": self.criteria.platform,
+        }
+        return {k: ("any", *sorted(v)) for k, v in values.items()}
+
+    def chain(self, name: str) -> tuple[str, ...]:
+        """Overlay names from the root (``base``) down to ``name``."""
+        out: list[str] = []
+        current: str | None = name
+        while current is not None:
+            out.append(current)
+            current = self.overlays[current].base
+        return tuple(reversed(out))
+
+
+def load_catalog(root: Path | None = None) -> Catalog:
+    """Load and validate the recipes under ``root`` (default: the repository's ``recipes/``)."""
+    return _Loader(root or default_root()).load()
+
+
+@dataclass
+class _Doc:
+    rel: str
+    lines: dict[Loc, int]
+
+    def line(self, loc: Iterable[str | int]) -> int:
+        """The line of the deepest part of ``loc`` that the file has."""
+        key = tuple(loc)
+        while key and key not in self.lines:
+            key = key[:-1]
+        return self.lines.get(key, 1)
+
+
+def _dotted(loc: Iterable[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(document)"
+
+
+class _Loader:
+    def __init__(self, root: Path):
+        self.root = root
+        self.problems: list[str] = []
+        self.sha = hashlib.sha256()
+
+    def problem(self, doc: _Doc, loc: Loc, message: str) -> None:
+        self.problems.append(f"{doc.rel}:{doc.line(loc)}: {_dotted(loc)}: {message}")
+
+    def read(self, path: Path, model: type[M]) -> tuple[M, _Doc] | None:
+        rel = path.relative_to(self.root).as_posix()
+        if not path.is_file():
+            self.problems.append(f"{rel}:1: (file): missing")
+            return None
+        text = path.read_text(encoding="utf-8")
+        self.sha.update(rel.encode() + b"\0" + text.encode() + b"\0")
+        doc = _Doc(rel, {})
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else 1
+            problem = getattr(exc, "problem", None) or str(exc)
+            self.problems.append(f"{rel}:{line}: (document): invalid YAML: {problem}")
+            return None
+        if node is not None:
+            self._index(doc, node, ())
+        try:
+            return model.model_validate(data), doc
+        except ValidationError as exc:
+            for err in exc.errors():
+                self.problem(doc, tuple(err["loc"]), err["msg"])
+            return None
+
+    def _index(self, doc: _Doc, node: yaml.Node, loc: Loc) -> None:
+        doc.lines.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key, value in node.value:
+                sub = (*loc, key.value)
+                if key.value in seen:
+                    doc.lines[sub] = key.start_mark.line + 1
+                    self.problem(doc, sub, "duplicate key")
+                seen.add(key.value)
+                doc.lines[sub] = key.start_mark.line + 1
+                self._index(doc, value, sub)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._index(doc, item, (*loc, i))
+
+    def read_dir(self, folder: str, model: type[M]) -> list[tuple[M, _Doc]]:
+        paths = sorted((self.root / folder).glob("*.yaml"))
+        if not paths:
+            self.problems.append(f"{folder}/:1: (directory): no .yaml files")
+        return [loaded for p in paths if (loaded := self.read(p, model)) is not None]
+
+    def load(self) -> Catalog:
+        if not self.root.is_dir():
+            raise RecipeError(f"recipe directory not found: {self.root}")
+        knowledge = self.root / "knowledge"
+        criteria = self.read(self.root / "criteria.yaml", schema.CriteriaValues)
+        registry = self.read(self.root / "registry.yaml", schema.Registry)
+        overlays = self.read_dir("overlays", schema.Overlay)
+        mixins = self.read_dir("mixins", schema.Mixin)
+        cuda = self.read(knowledge / "cuda_driver.yaml", schema.CudaDriverTable)
+        branches = self.read(knowledge / "driver_branches.yaml", schema.DriverBranchTable)
+        gpus = self.read(knowledge / "gpus.yaml", schema.GpuTable)
+        known_bad = self.read(knowledge / "known_bad.yaml", schema.KnownBadTable)
+        if None in (criteria, registry, cuda, branches, gpus, known_bad) or self.problems:
+            raise self.error()
+        assert criteria and registry and cuda and branches and gpus and known_bad
+        components = self.check_registry(*registry)
+        gpu_rows = gpus[0].rows
+        allowed = {
+            "service": {"any", *criteria[0].service},
+            "accelerator": {"any", *(r.accelerator for r in gpu_rows)},
+            "os": {"any", *criteria[0].os},
+            "intent": {"any", *criteria[0].intent},
+            "platform": {"any", *criteria[0].platform},
+        }
+        mixin_map = self.unique(mixins, "mixin")
+        overlay_map = self.unique(overlays, "overlay")
+        for mixin, doc in mixins:
+            self.check_patches(doc, mixin.components, components)
+        self.check_overlays(overlays, overlay_map, mixin_map, components, allowed)
+        self.check_cycles(registry, overlays + mixins)
+        self.check_unique_rows(gpus[1], "gpu", [(r.model,) for r in gpu_rows])
+        self.check_unique_rows(
+            gpus[1], "nvml name", [tuple(n.lower() for n in r.nvml_names) for r in gpu_rows]
+        )
+        self.check_unique_rows(gpus[1], "pci device id", [r.pci_device_ids for r in gpu_rows])
+        self.check_unique_rows(cuda[1], "cuda", [(r.cuda,) for r in cuda[0].rows])
+        self.check_unique_rows(branches[1], "branch", [(r.branch,) for r in branches[0].rows])
+        self.check_unique_rows(known_bad[1], "name", [(r.name,) for r in known_bad[0].rows])
+        if self.problems:
+            raise self.error()
+        return Catalog(
+            root=self.root,
+            digest=self.sha.hexdigest(),
+            criteria=criteria[0],
+            registry=components,
+            overlays={name: o for name, (o, _) in overlay_map.items()},
+            mixins={name: m for name, (m, _) in mixin_map.items()},
+            cuda_driver={r.cuda: r for r in cuda[0].rows},
+            branches={r.branch: r for r in branches[0].rows},
+            gpus=gpu_rows,
+            known_bad=known_bad[0].rows,
+        )
+
+    def error(self) -> RecipeError:
+        shown = "\n  ".join(self.problems)
+        return RecipeError(f"{len(self.problems)} problem(s) in recipes at {self.root}:\n  {shown}")
+
+    def unique(self, docs: list[tuple[M, _Doc]], what: str) -> dict[str, tuple[M, _Doc]]:
+        out: dict[str, tuple[M, _Doc]] = {}
+        for item, doc in docs:
+            name = item.name  # type: ignore[attr-defined]
+            if Path(doc.rel).stem != name:
+                self.problem(doc, ("name",), f"{what} {name!r} must live in {name}.yaml")
+            if name in out:
+                self.problem(doc, ("name",), f"duplicate {what} {name!r}")
+            out[name] = (item, doc)
+        return out
+
+    def check_registry(
+        self, registry: schema.Registry, doc: _Doc
+    ) -> dict[str, schema.RegistryComponent]:
+        out: dict[str, schema.RegistryComponent] = {}
+        for i, comp in enumerate(registry.components):
+            if comp.name in out:
+                self.problem(doc, ("components", i, "name"), f"duplicate component {comp.name!r}")
+            out[comp.name] = comp
+        for i, comp in enumerate(registry.components):
+            for j, dep in enumerate(comp.dependencies):
+                if dep not in out:
+                    loc = ("components", i, "dependencies", j)
+                    self.problem(doc, loc, f"unknown component {dep!r}")
+            parent = out.get(comp.operand_of or "")
+            if comp.operand_of and (parent is None or parent.type == "operand"):
+                loc = ("components", i, "operand_of")
+                self.problem(doc, loc, f"unknown component {comp.operand_of!r}")
+        return out
+
+    def check_patches(
+        self,
+        doc: _Doc,
+        patches: tuple[schema.ComponentPatch, ...],
+        components: Mapping[str, schema.RegistryComponent],
+    ) -> None:
+        for i, patch in enumerate(patches):
+            if patch.name not in components:
+                self.problem(doc, ("components", i, "name"), f"unknown component {patch.name!r}")
+            for j, dep in enumerate(patch.dependencies or ()):
+                if dep not in components:
+                    loc = ("components", i, "dependencies", j)
+                    self.problem(doc, loc, f"unknown component {dep!r}")
+
+    def check_overlays(
+        self,
+        overlays: list[tuple[schema.Overlay, _Doc]],
+        by_name: Mapping[str, tuple[schema.Overlay, _Doc]],
+        mixins: Mapping[str, Any],
+        components: Mapping[str, schema.RegistryComponent],
+        allowed: Mapping[str, set[str]],
+    ) -> None:
+        if "base" not in by_name:
+            self.problems.append("overlays/base.yaml:1: name: the root overlay 'base' is missing")
+        for overlay, doc in overlays:
+            self.check_patches(doc, overlay.components, components)
+            for i, mixin in enumerate(overlay.mixins):
+                if mixin not in mixins:
+                    self.problem(doc, ("mixins", i), f"unknown mixin {mixin!r}")
+            for key in CRITERIA_KEYS:
+                value = getattr(overlay.criteria, key)
+                if value not in allowed[key]:
+                    choices = ", ".join(sorted(allowed[key]))
+                    loc = ("criteria", key)
+                    self.problem(doc, loc, f"unknown {key} {value!r}; allowed: {choices}")
+            if (overlay.name == "base") != (overlay.base is None):
+                self.problem(doc, ("base",), "only the overlay 'base' has no parent")
+                continue
+            if overlay.base is None:
+                continue
+            parent = by_name.get(overlay.base)
+            if parent is None:
+                self.problem(doc, ("base",), f"unknown overlay parent {overlay.base!r}")
+                continue
+            for key in CRITERIA_KEYS:
+                mine, theirs = getattr(overlay.criteria, key), getattr(parent[0].criteria, key)
+                if theirs != "any" and mine != theirs:
+                    loc = ("criteria", key)
+                    msg = f"{key} {mine!r} does not narrow parent {overlay.base!r} ({theirs!r})"
+                    self.problem(doc, loc, msg)
+            seen = {overlay.name}
+            current = parent[0]
+            while current.base is not None and current.base in by_name:
+                if current.name in seen:
+                    self.problem(doc, ("base",), f"overlay parent cycle through {current.name!r}")
+                    break
+                seen.add(current.name)
+                current = by_name[current.base][0]
+
+    def check_cycles(
+        self,
+        registry: tuple[schema.Registry, _Doc],
+        layers: list[tuple[Any, _Doc]],
+    ) -> None:
+        """Reject any dependency cycle over the union of every declared edge."""
+        edges: dict[str, set[str]] = {}
+        where: dict[tuple[str, str], tuple[_Doc, Loc]] = {}
+        for i, comp in enumerate(registry[0].components):
+            for j, dep in enumerate(comp.dependencies):
+                edges.setdefault(comp.name, set()).add(dep)
+                where.setdefault(
+                    (comp.name, dep), (registry[1], ("components", i, "dependencies", j))
+                )
+        for layer, doc in layers:
+            for i, patch in enumerate(layer.components):
+                for j, dep in enumerate(patch.dependencies or ()):
+                    edges.setdefault(patch.name, set()).add(dep)
+                    where.setdefault((patch.name, dep), (doc, ("components", i, "dependencies", j)))
+        state: dict[str, int] = {}
+        for start in sorted(edges):
+            cycle = _find_cycle(start, edges, state, [])
+            if cycle:
+                doc, loc = where[(cycle[-2], cycle[-1])]
+                self.problem(doc, loc, "dependency cycle: " + " -> ".join(cycle))
+                return
+
+    def check_unique_rows(self, doc: _Doc, what: str, keys: list[tuple[str, ...]]) -> None:
+        seen: set[str] = set()
+        for i, row_keys in enumerate(keys):
+            for key in row_keys:
+                if key in seen:
+                    self.problem(doc, ("rows", i), f"duplicate {what} {key!r}")
+                seen.add(key)
+
+
+def _find_cycle(
+    node: str, edges: Mapping[str, set[str]], state: dict[str, int], path: list[str]
+) -> list[str] | None:
+    """A cycle reachable from ``node`` as a closed path, by depth-first search (1 = on path)."""
+    if state.get(node) == 1:
+        return [*path[path.index(node) :], node]
+    if state.get(node) == 2:
+        return None
+    state[node] = 1
+    path.append(node)
+    for dep in sorted(edges.get(node, ())):
+        cycle = _find_cycle(dep, edges, state, path)
+        if cycle:
+            return cycle
+    path.pop()
+    state[node] = 2
+    return None

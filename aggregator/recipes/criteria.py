@@ -1,0 +1,103 @@
+"""Criteria: what a recipe is asked for, given by a request or inferred from live facts.
+
+Service, accelerator and os come from the node (provider id or instance type, the GPU's
+NVML name or PCI id through the GPU catalog, os-release ``ID``); intent and platform come
+from configuration or the request. Anything that cannot be told stays ``any``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from functools import cache
+
+from aggregator.errors import InvalidInput
+from aggregator.recipes.catalog import CRITERIA_KEYS, Catalog, load_catalog
+from aggregator.recipes.node import NodeView
+from plumb.facts import Reading
+
+__all__ = ["Criteria", "CriteriaError", "check_criteria", "infer_criteria"]
+
+
+class CriteriaError(InvalidInput):
+    """A criteria value the catalog does not know; the message names the allowed values."""
+
+
+@dataclass(frozen=True, order=True)
+class Criteria:
+    """One query: each dimension a value or ``any``; ``nodes`` 0 means any size."""
+
+    service: str = "any"
+    accelerator: str = "any"
+    os: str = "any"
+    intent: str = "any"
+    platform: str = "any"
+    nodes: int = 0
+
+    def to_dict(self) -> dict[str, str | int]:
+        """The criteria as a plain dict."""
+        return asdict(self)
+
+
+def check_criteria(catalog: Catalog, criteria: Criteria) -> None:
+    """Raise CriteriaError naming the allowed values when a criteria value is unknown."""
+    allowed = catalog.allowed_values()
+    for key in CRITERIA_KEYS:
+        value = getattr(criteria, key)
+        if value not in allowed[key]:
+            raise CriteriaError(
+                f"unknown {key} {value!r}; allowed: {', '.join(allowed[key])}",
+                hint=f"one of {', '.join(allowed[key])}",
+            )
+    if criteria.nodes < 0:
+        raise CriteriaError(f"nodes must be >= 0, got {criteria.nodes}")
+
+
+@cache
+def _default_catalog() -> Catalog:
+    return load_catalog()
+
+
+def infer_criteria(
+    facts: Mapping[str, Reading],
+    *,
+    intent: str = "any",
+    platform: str = "any",
+    catalog: Catalog | None = None,
+) -> Criteria:
+    """The criteria a node's facts imply (``catalog`` defaults to the repository's recipes)."""
+    catalog = catalog or _default_catalog()
+    table = catalog.criteria
+    view = NodeView.from_facts(facts)
+    provider = (view.one("cloud.provider") or "").lower()
+    service = table.service_by_provider.get(provider)
+    if service is None:
+        instance = view.one("cloud.instance_type") or ""
+        prefixes = sorted(table.service_by_instance_prefix.items(), key=lambda kv: -len(kv[0]))
+        service = next((svc for pre, svc in prefixes if instance.startswith(pre)), None)
+    os_id = (view.one("os.id") or "").lower()
+    return Criteria(
+        service=service or table.fallback_service,
+        accelerator=_accelerator(catalog, facts),
+        os=table.os_by_id.get(os_id, "any"),
+        intent=intent,
+        platform=platform,
+    )
+
+
+def _accelerator(catalog: Catalog, facts: Mapping[str, Reading]) -> str:
+    """The accelerator most of the node's GPUs are; ``any`` when none is recognised."""
+    gpus: dict[str, dict[str, str]] = {}
+    for path, reading in facts.items():
+        if path.startswith("gpus[") and reading.status == "ok" and reading.value is not None:
+            index, _, leaf = path.partition("].")
+            gpus.setdefault(index, {})[leaf] = str(reading.value)
+    found = Counter(
+        row.accelerator
+        for g in gpus.values()
+        if (row := catalog.identify_gpu(g.get("name"), g.get("pci_device_id")))
+    )
+    if not found:
+        return "any"
+    return min(found.items(), key=lambda kv: (-kv[1], kv[0]))[0]

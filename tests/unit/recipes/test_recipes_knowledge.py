@@ -1,0 +1,87 @@
+"""Each knowledge rule fires on one simulated node and stays silent on another."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from aggregator.recipes import Criteria, resolve
+
+EKS_H100 = Criteria(service="eks", accelerator="h100", os="ubuntu", intent="training")
+
+
+def rules(catalog, facts, criteria=EKS_H100):
+    found = resolve(catalog, criteria, facts, as_of=dt.date(2026, 9, 1)).findings
+    return {(f.rule, f.severity) for f in found}, found
+
+
+def test_a_healthy_h100_node_has_no_findings(catalog, make_facts):
+    assert rules(catalog, make_facts())[0] == set()
+
+
+def test_driver_too_old_for_a_cuda_runtime(catalog, make_facts):
+    fired, found = rules(catalog, make_facts(driver="550.54.15", fabric_manager="550.54.15"))
+    assert ("cuda-runtime-driver", "warning") in fired
+    message = next(f.message for f in found if f.rule == "cuda-runtime-driver")
+    assert "12.8" in message and "570.26" in message and "550.54.15" in message
+    fired, _ = rules(catalog, make_facts(cuda_runtimes=("13.0",)))
+    assert ("cuda-runtime-driver", "critical") not in fired
+    fired, _ = rules(
+        catalog, make_facts(driver="570.86.15", fabric_manager="570.86.15", cuda_runtimes=("13.0",))
+    )
+    assert ("cuda-runtime-driver", "critical") in fired
+
+
+def test_driver_below_the_gpus_minimum(catalog, make_facts):
+    facts = make_facts(
+        gpu="NVIDIA B200", pci="0x2901", driver="565.57.01", fabric_manager="565.57.01"
+    )
+    b200 = Criteria(service="eks", accelerator="b200")
+    assert ("gpu-minimum-driver", "critical") in rules(catalog, facts, b200)[0]
+    facts = make_facts(gpu="NVIDIA B200", pci="0x2901")
+    assert ("gpu-minimum-driver", "critical") not in rules(catalog, facts, b200)[0]
+
+
+def test_driver_branch_past_end_of_life(catalog, make_facts):
+    fired, _ = rules(catalog, make_facts(driver="570.195.03", fabric_manager="570.195.03"))
+    assert (
+        "driver-branch-eol",
+        "warning",
+    ) in fired  # R570 ended 2026-02; the rule is dated 2026-09
+    assert not any(rule == "driver-branch-eol" for rule, _ in rules(catalog, make_facts())[0])
+
+
+def test_fabric_manager_missing_on_an_nvswitch_gpu(catalog, make_facts):
+    fired, found = rules(catalog, make_facts(fabric_manager=None))
+    assert ("fabric-manager", "critical") in fired
+    assert "not_supported" in next(f.message for f in found if f.rule == "fabric-manager")
+    l4 = make_facts(gpu="NVIDIA L4", pci="0x27b8", fabric_manager=None, provider="gcp")
+    assert not any(r == "fabric-manager" for r, _ in rules(catalog, l4, Criteria())[0])
+
+
+def test_fabric_manager_version_must_equal_the_driver(catalog, make_facts):
+    fired, _ = rules(catalog, make_facts(fabric_manager="580.126.20"))
+    assert ("fabric-manager", "critical") in fired
+
+
+def test_known_bad_combination_present(catalog, make_facts):
+    gb200 = Criteria(service="eks", accelerator="gb200")
+    bad = make_facts(gpu="NVIDIA GB200", pci="0x2941", driver="575.57.08", fabric_manager=None)
+    assert ("known-bad:r575-on-gb200", "critical") in rules(catalog, bad, gb200)[0]
+    good = make_facts(gpu="NVIDIA GB200", pci="0x2941", driver="570.195.03", fabric_manager=None)
+    assert not any(r == "known-bad:r575-on-gb200" for r, _ in rules(catalog, good, gb200)[0])
+
+
+def test_known_bad_over_a_multi_valued_fact_needs_only_one_match(catalog, make_facts):
+    fired, _ = rules(catalog, make_facts(nccl=("2.27.7", "2.19.3")))
+    assert ("known-bad:nccl-2.19-cumem", "warning") in fired
+    fired, _ = rules(catalog, make_facts(nccl=("2.27.7",)))
+    assert ("known-bad:nccl-2.19-cumem", "warning") not in fired
+
+
+def test_findings_cite_a_knowledge_source(catalog, make_facts):
+    _, found = rules(catalog, make_facts(driver="550.54.15", fabric_manager=None))
+    assert found and all(f.source.startswith(("http", "NVIDIA/")) for f in found)
+
+
+def test_no_facts_no_findings(catalog):
+    assert resolve(catalog, EKS_H100).findings == ()
