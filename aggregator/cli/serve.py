@@ -1,0 +1,43 @@
+"""`plumb serve`: run the aggregator."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from aggregator.cli.app import app, err
+from aggregator.errors import STATUS, PlumbError
+from aggregator.settings import AggregatorSettings
+from plumb.logs import configure_logging
+
+
+@app.command()
+def serve(
+    grpc_listen: Annotated[str | None, typer.Option(help="agent stream address")] = None,
+    http_listen: Annotated[str | None, typer.Option(help="HTTP API address")] = None,
+    db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite file)")] = None,
+    log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = None,
+) -> None:
+    """Run the aggregator: gRPC for agents, HTTP for people and Prometheus."""
+    from aggregator.server import serve as run_server
+
+    flags = {
+        "grpc_listen": grpc_listen,
+        "http_listen": http_listen,
+        "db": db,
+        "log_level": log_level,
+    }
+    try:
+        settings = AggregatorSettings(**{k: v for k, v in flags.items() if v is not None})
+    except ValidationError as exc:
+        err.print(f"plumb serve: invalid settings:\n{exc}")
+        raise typer.Exit(2) from exc
+    configure_logging(settings.log_level)
+    try:
+        asyncio.run(run_server(settings))
+    except PlumbError as exc:
+        err.print(f"plumb serve: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+        raise typer.Exit(STATUS[exc.code][2]) from exc
