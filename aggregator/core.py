@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry
@@ -16,6 +16,14 @@ from sqlalchemy.engine import make_url
 from aggregator.errors import NotFound, Unavailable
 from aggregator.ingest import Ingest
 from aggregator.metrics import build_registry
+from aggregator.recipes import (
+    Catalog,
+    Criteria,
+    Resolution,
+    ResolutionCache,
+    infer_criteria,
+    load_catalog,
+)
 from aggregator.settings import AggregatorSettings
 from aggregator.state import LiveState, NodeState, NodeSummary
 from aggregator.store import HistoryEntry, Store, StoreError, Writer
@@ -36,6 +44,31 @@ class Core:
     writer: Writer
     ingest: Ingest
     registry: CollectorRegistry
+    catalog: Catalog
+    recipes: ResolutionCache
+    # Each node's recipe as last resolved from its facts; replaced when they change.
+    resolutions: dict[str, Resolution] = field(default_factory=dict)
+
+    def node_changed(self, node: NodeState) -> None:
+        """Re-resolve a node whose facts changed; the cache makes an unchanged pool free."""
+        criteria = infer_criteria(
+            node.facts,
+            intent=self.settings.recipes.intent,
+            platform=self.settings.recipes.platform,
+            catalog=self.catalog,
+        )
+        self.resolutions[node.name] = self.recipes.resolve(criteria, node.facts)
+
+    def recipe_for_node(self, name: str) -> Resolution:
+        """The recipe resolved from the node's live facts."""
+        node = self.node(name)
+        if name not in self.resolutions:
+            self.node_changed(node)
+        return self.resolutions[name]
+
+    def recipe_for_criteria(self, criteria: Criteria) -> Resolution:
+        """The recipe for explicit criteria, without node facts; CriteriaError names bad values."""
+        return self.recipes.resolve(criteria)
 
     def nodes(self) -> list[NodeSummary]:
         """Every known node, by name."""
@@ -93,7 +126,11 @@ def summary_json(s: NodeSummary) -> dict:
 
 
 async def open_core(settings: AggregatorSettings) -> Core:
-    """Open the database (migrating it), load the last known nodes, wire ingest and metrics."""
+    """Load recipes, open the database (migrating it), load the last known nodes, wire ingest.
+
+    A broken recipe file stops start-up (RecipeError): never serve half a catalog.
+    """
+    catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
     try:
         store = await asyncio.to_thread(Store, settings.db)
         stored = await asyncio.to_thread(store.load)
@@ -114,8 +151,12 @@ async def open_core(settings: AggregatorSettings) -> Core:
     writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)
     registry, ingest_metrics = build_registry(state, writer)
     ingest = Ingest(state, writer, settings.ingest, ingest_metrics)
+    core = Core(settings, state, store, writer, ingest, registry, catalog, ResolutionCache(catalog))
+    ingest.on_facts = core.node_changed
+    for node in state.nodes():
+        core.node_changed(node)
     log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})
-    return Core(settings, state, store, writer, ingest, registry)
+    return core
 
 
 def _redact(url: str) -> str:

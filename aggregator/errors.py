@@ -45,7 +45,7 @@ class Unavailable(PlumbError):
 
 # code: (HTTP status, gRPC status, CLI exit code)
 STATUS: dict[str, tuple[int, grpc.StatusCode, int]] = {
-    "invalid_input": (422, grpc.StatusCode.INVALID_ARGUMENT, 2),
+    "invalid_input": (400, grpc.StatusCode.INVALID_ARGUMENT, 2),
     "not_found": (404, grpc.StatusCode.NOT_FOUND, 3),
     "forbidden": (403, grpc.StatusCode.PERMISSION_DENIED, 4),
     "unavailable": (503, grpc.StatusCode.UNAVAILABLE, 5),

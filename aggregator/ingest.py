@@ -74,6 +74,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._metrics = metrics
         self._clock = clock
         self._sessions: dict[str, Session] = {}
+        # Called with the node after each change of its facts, in the stream's task.
+        self.on_facts: Callable[[NodeState], None] = lambda node: None
 
     @property
     def connected(self) -> int:
@@ -265,6 +267,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             )
         self._state.changed()
         self._submit(update)
+        if changes:
+            self.on_facts(node)
 
     def _submit(self, update: NodeUpdate) -> None:
         if not self._writer.submit(update):

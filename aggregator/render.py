@@ -52,3 +52,33 @@ def history_table(rows: list[dict], title: str = "changes, newest first") -> Tab
             str((r["new"] or {}).get("value", "-")),
         )
     return table
+
+
+def recipe_tables(body: dict) -> list[Table]:
+    """A resolved recipe as tables: what applied, components in deployment order, findings."""
+    crit = ", ".join(f"{k}={v}" for k, v in body["criteria"].items() if v not in ("any", 0))
+    overlays = Table(
+        title=f"recipe {body['content_hash'][:12]} for {crit or 'any'}", title_justify="left"
+    )
+    overlays.add_column("OVERLAY")
+    overlays.add_column("STATUS")
+    for name in body["overlays"]["applied"]:
+        overlays.add_row(name, "[green]applied[/]")
+    for ex in body["overlays"]["excluded"]:
+        overlays.add_row(ex["name"], f"[yellow]excluded[/]: {ex['reason']}")
+    components = Table(title="components, in deployment order", title_justify="left")
+    for col in ("#", "COMPONENT", "VERSION", "NAMESPACE"):
+        components.add_column(col)
+    by_name = {c["name"]: c for c in body["components"]}
+    for i, name in enumerate(body["deployment_order"], 1):
+        c = by_name.get(name, {})
+        components.add_row(str(i), name, str(c.get("version", "-")), str(c.get("namespace", "-")))
+    tables = [overlays, components]
+    if body["findings"]:
+        findings = Table(title="findings", title_justify="left")
+        for col in ("SEVERITY", "RULE", "MESSAGE", "REMEDIATION"):
+            findings.add_column(col)
+        for f in body["findings"]:
+            findings.add_row(f["severity"], f["rule"], f["message"], f["remediation"])
+        tables.append(findings)
+    return tables

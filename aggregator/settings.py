@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -31,6 +33,16 @@ class StoreSettings(BaseModel):
     linger_s: float = Field(0.05, ge=0)
 
 
+class RecipeSettings(BaseModel):
+    """Where recipes come from and what the facts cannot say."""
+
+    # The recipes/ tree; None means the one shipped beside the aggregator.
+    dir: Path | None = None
+    # Workload intent and platform are not visible in facts: the cluster's operators say.
+    intent: str = "any"
+    platform: str = "any"
+
+
 class AggregatorSettings(BaseSettings):
     """Everything `plumb serve` can be told."""
 
@@ -43,3 +55,4 @@ class AggregatorSettings(BaseSettings):
     log_level: str = "INFO"
     ingest: IngestSettings = IngestSettings()
     store: StoreSettings = StoreSettings()
+    recipes: RecipeSettings = RecipeSettings()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from aggregator import __version__
-from aggregator.api import nodes
+from aggregator.api import nodes, recipes
 from aggregator.core import Core
 from aggregator.errors import STATUS, PlumbError
 
@@ -21,12 +22,23 @@ def create_app(core: Core) -> FastAPI:
     )
     app.state.core = core
     app.include_router(nodes.router)
+    app.include_router(recipes.router)
 
     @app.exception_handler(PlumbError)
     async def plumb_error(_: Request, exc: PlumbError) -> JSONResponse:
         return JSONResponse(
             status_code=STATUS[exc.code][0],
             content={"code": exc.code, "message": str(exc), "hint": exc.hint},
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        return JSONResponse(
+            status_code=STATUS["invalid_input"][0],
+            content={"code": "invalid_input", "message": problems, "hint": "see /docs"},
         )
 
     @app.get("/healthz", tags=["health"])

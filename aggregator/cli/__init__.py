@@ -3,7 +3,7 @@
 Each command lives in its own module and registers itself on the shared Typer app.
 """
 
-from aggregator.cli import demo, nodes, serve  # noqa: F401  (registers the commands)
+from aggregator.cli import demo, nodes, recipe, serve  # noqa: F401  (registers the commands)
 from aggregator.cli.app import app
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 import httpx
@@ -18,6 +19,16 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
+
+class Output(StrEnum):
+    """How a command prints its result."""
+
+    table = "table"
+    yaml = "yaml"
+    json = "json"
+
+
+OutputOpt = Annotated[Output, typer.Option("-o", "--output", help="table, yaml or json")]
 ServerOpt = Annotated[
     str, typer.Option("--server", envvar="PLUMB_SERVER", help="aggregator HTTP URL")
 ]

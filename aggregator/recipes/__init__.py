@@ -7,6 +7,7 @@ from aggregator.recipes.cache import ResolutionCache
 from aggregator.recipes.catalog import Catalog, RecipeError, load_catalog
 from aggregator.recipes.criteria import Criteria, CriteriaError, check_criteria, infer_criteria
 from aggregator.recipes.knowledge import Finding
+from aggregator.recipes.query import select
 from aggregator.recipes.resolve import Resolution, resolve
 from aggregator.recipes.versions import Expression, ExpressionError, Version, compare, parse_version
 
@@ -27,4 +28,5 @@ __all__ = [
     "load_catalog",
     "parse_version",
     "resolve",
+    "select",
 ]
