@@ -30,7 +30,7 @@ from aggregator.render import history_table, nodes_table
 NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
     (f"gke-a100-{i}", "hgx-a100") for i in range(1, 3)
 ]
-UPGRADED_NODE, NEW_DRIVER = "eks-h100-1", "570.124.06"
+UPGRADED_NODE, NEW_DRIVER = "eks-h100-1", "595.45.04"
 _TIMEOUT_S = 30.0
 
 

@@ -60,7 +60,7 @@ def test_a_failing_shutdown_keeps_the_facts():
 
 
 def test_the_cuda_driver_version_is_decoded():
-    assert nvml.collect(_sources(_Fake()))["driver.cuda_driver_version"] == Reading.ok("12.2")
+    assert nvml.collect(_sources(_Fake()))["driver.cuda_driver_version"] == Reading.ok("13.0")
 
 
 def test_a_gpu_whose_handle_fails_keeps_its_index_and_fails_the_rest():
@@ -80,7 +80,7 @@ def test_a_device_count_failure_keeps_the_driver_facts():
             raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
 
     facts = nvml.collect(_sources(NoCount()))
-    assert facts["driver.driver_version"] == Reading.ok("535.183.01")
+    assert facts["driver.driver_version"] == Reading.ok("580.173.02")
     assert not any(p.startswith("gpus[") for p in facts)
 
 
@@ -104,7 +104,7 @@ def test_bytes_from_older_pynvml_builds_are_decoded():
 
     facts = nvml.collect(_sources(OldPynvml()))
     assert facts["gpus[0].name"] == Reading.ok("NVIDIA L4")
-    assert facts["driver.driver_version"] == Reading.ok("535.183.01")
+    assert facts["driver.driver_version"] == Reading.ok("580.173.02")
     assert facts["gpus[0].pci_bus_id"] == Reading.ok("00000000:18:00.0")  # busId is bytes
 
 

@@ -70,14 +70,14 @@ def test_dgx_h100_reports_its_stack_as_the_profile_says(simulate):
     assert values["host.hostname"] == "p5-a"
     assert values["host.instance_type"] == "p5.48xlarge"
     assert values["host.cloud_provider"] == "aws"
-    assert values["driver.driver_version"] == "550.54.15"
-    assert values["driver.cuda_driver_version"] == "12.4"
+    assert values["driver.driver_version"] == "580.173.02"
+    assert values["driver.cuda_driver_version"] == "13.0"
     assert values["driver.kernel_module_flavour"] == "open"
-    assert values["driver.fabric_manager_version"] == "550.54.15"
-    assert values["cuda.cuda_toolkit_version"] == "12.4.1"
-    assert values["cuda.runtimes[0].version"] == "12.4"
+    assert values["driver.fabric_manager_version"] == "580.173.02"
+    assert values["cuda.cuda_toolkit_version"] == "12.9.1"
+    assert values["cuda.runtimes[0].version"] == "12.9"
     assert values["nccl.libraries[0].path"] == "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
-    assert values["nccl.libraries[0].version"] == "2.21.5"
+    assert values["nccl.libraries[0].version"] == "2.27.7"
     assert values["gpus[7].memory_total_bytes"] == 81559 * 1024 * 1024
     assert values["gpus[7].nvlink_links_up"] == values["gpus[7].nvlink_links_total"] == 18
     assert values["gpus[7].power_limit_watts"] == 700.0

@@ -15,7 +15,7 @@ from agent.simulate import Simulation
 def test_editing_the_profile_changes_the_next_collection(profile_copy, write_yaml, tmp_path):
     path = profile_copy("dgx-h100")
     sim = Simulation(str(path), "node-a", tmp_path / "work")
-    assert collect_all(sim.sources())["driver.driver_version"].value == "550.54.15"
+    assert collect_all(sim.sources())["driver.driver_version"].value == "580.173.02"
 
     data = yaml.safe_load(path.read_text())
     data["driver"]["version"] = "570.86.15"
