@@ -27,17 +27,22 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/buf lint
 
+# Helm is fetched into a cache outside the repository; tests find it through PLUMB_HELM.
+HELM = $(shell scripts/install-helm.sh 2>/dev/null)
+
 unit: $(STAMP)
-	$(BIN)/pytest tests/unit
+	PLUMB_HELM=$(HELM) $(BIN)/pytest tests/unit
 
 integration: $(STAMP)
-	$(BIN)/pytest tests/integration
+	PLUMB_HELM=$(HELM) $(BIN)/pytest tests/integration
 
 proto: $(STAMP)
 	scripts/gen-proto.sh
 
 bench: $(STAMP)
 	$(BIN)/python bench/fact_to_metric.py
+	$(BIN)/python bench/recipes_bench.py
+	$(BIN)/python bench/bundle_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

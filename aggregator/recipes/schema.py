@@ -80,6 +80,20 @@ class ComponentPatch(Strict):
     dependencies: tuple[str, ...] | None = None
 
 
+class Placement(Strict):
+    """Value paths (dotted) where a bundle puts a node selector and tolerations."""
+
+    node_selector_paths: tuple[str, ...] = ()
+    toleration_paths: tuple[str, ...] = ()
+
+
+class NodeScheduling(Strict):
+    """Where a chart takes placement for its system pods and for its pods on GPU nodes."""
+
+    system: Placement = Placement()
+    accelerated: Placement = Placement()
+
+
 class RegistryComponent(Strict):
     """One deployable component, or an ``operand`` (a setting of another component's chart)."""
 
@@ -93,6 +107,7 @@ class RegistryComponent(Strict):
     dependencies: tuple[str, ...] = ()
     operand_of: str | None = None
     values_key: str | None = None
+    node_scheduling: NodeScheduling = NodeScheduling()
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> RegistryComponent:

@@ -1,0 +1,96 @@
+"""``POST /v1/bundles``: a resolved recipe packaged for a deploy tool, as an archive."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from aggregator.api.nodes import get_core
+from aggregator.bundle import BundleOptions, Recipe, build, parse_recipe
+from aggregator.core import Core
+from aggregator.errors import InvalidInput
+from aggregator.recipes import Criteria
+
+router = APIRouter(prefix="/v1", tags=["bundles"])
+
+CoreDep = Annotated[Core, Depends(get_core)]
+Texts = Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=256)]
+MEDIA = {"tar.gz": "application/gzip", "zip": "application/zip"}
+
+
+class CriteriaIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    service: str = "any"
+    accelerator: str = "any"
+    os: str = "any"
+    intent: str = "any"
+    platform: str = "any"
+    nodes: int = Field(default=0, ge=0)
+
+
+class BundleIn(BaseModel):
+    """Exactly one of ``criteria``, ``node`` or ``recipe`` (a recipe.yaml, as text or object)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    criteria: CriteriaIn | None = None
+    node: str | None = Field(default=None, max_length=253)
+    recipe: dict[str, Any] | Annotated[str, Field(max_length=1_000_000)] | None = None
+    deployer: str = "helm"
+    set: Texts = []
+    system_node_selector: Texts = []
+    system_tolerations: Texts = []
+    accelerated_node_selector: Texts = []
+    accelerated_tolerations: Texts = []
+    repo_url: str | None = Field(default=None, max_length=2048)
+    repo_branch: str = Field(default="main", max_length=255)
+    format: Literal["tar.gz", "zip"] = "tar.gz"
+
+
+@router.post(
+    "/bundles",
+    response_class=Response,
+    responses={200: {"content": {m: {} for m in MEDIA.values()}}},
+)
+async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
+    """The bundle as an archive; headers give its file count, size and SHA-256."""
+    sources = [body.criteria is not None, body.node is not None, body.recipe is not None]
+    if sum(sources) != 1:
+        raise InvalidInput("give exactly one of criteria, node or recipe")
+    options = BundleOptions.parse(
+        body.deployer,
+        set=body.set,
+        system_node_selector=body.system_node_selector,
+        system_tolerations=body.system_tolerations,
+        accelerated_node_selector=body.accelerated_node_selector,
+        accelerated_tolerations=body.accelerated_tolerations,
+        repo_url=body.repo_url,
+        repo_branch=body.repo_branch,
+    )
+    facts = None
+    if body.node is not None:
+        recipe = Recipe.of(core.recipe_for_node(body.node))
+        facts = core.node(body.node).facts
+    elif body.criteria is not None:
+        recipe = Recipe.of(core.recipe_for_criteria(Criteria(**body.criteria.model_dump())))
+    else:
+        recipe = parse_recipe(body.recipe, core.catalog)  # type: ignore[arg-type]
+    bundle = await asyncio.to_thread(
+        build, recipe, core.catalog, options, facts=facts, node=body.node
+    )
+    data = bundle.archive(body.format)
+    return Response(
+        data,
+        media_type=MEDIA[body.format],
+        headers={
+            "Content-Disposition": f'attachment; filename="{bundle.name}.{body.format}"',
+            "X-Bundle-Files": str(len(bundle.files)),
+            "X-Bundle-Size": str(len(data)),
+            "X-Bundle-Sha256": hashlib.sha256(data).hexdigest(),
+        },
+    )

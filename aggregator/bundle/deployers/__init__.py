@@ -1,0 +1,25 @@
+"""Deployers: each turns the ordered releases of a recipe into the files of one deploy tool.
+
+A deployer returns its files (path → text), the README section that says how to apply them,
+and which files are executable. ``DEPLOYERS`` maps the names a request may use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aggregator.bundle.deployers import argocd, flux, helm, helmfile
+from aggregator.bundle.deployers.output import Output
+from aggregator.bundle.options import BundleOptions
+from aggregator.bundle.plan import Release
+
+__all__ = ["DEPLOYERS", "Output"]
+
+Deployer = Callable[[list[Release], BundleOptions], Output]
+
+DEPLOYERS: dict[str, Deployer] = {
+    "argocd": argocd.render,
+    "flux": flux.render,
+    "helm": helm.render,
+    "helmfile": helmfile.render,
+}

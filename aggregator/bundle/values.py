@@ -1,0 +1,138 @@
+"""Each release's final values: recipe values, then node placement, then ``--set`` overrides.
+
+An operand's values (the driver's, the toolkit's) merge into its parent chart's values under
+the registry's ``values_key``. Placement goes only to the value paths the registry declares
+for a component (``node_scheduling``), so a chart never gets a key it does not read. An
+override may only change a value that exists, so a typo fails loudly instead of being ignored
+by the chart; an override of an operand (``driver:version=...``) lands in its parent chart's values.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from aggregator.bundle.errors import BundleError
+from aggregator.bundle.options import BundleOptions, Override
+from aggregator.bundle.recipe import Recipe
+from aggregator.recipes import Catalog
+
+__all__ = ["release_values"]
+
+
+def release_values(
+    recipe: Recipe,
+    catalog: Catalog,
+    options: BundleOptions,
+    defaults: Mapping[str, Mapping[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Final values of every deployable component, by name; ``defaults`` sit under the recipe's."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in recipe.deployment_order:
+        comp = recipe.component(name)
+        assert comp is not None
+        values = _merge(copy.deepcopy(dict(defaults.get(name, {}))), comp.values)
+        for operand in recipe.components:
+            if operand.type == "operand" and operand.operand_of == name and operand.values:
+                _merge(values.setdefault(_values_key(catalog, operand.name), {}), operand.values)
+        scheduling = catalog.registry[name].node_scheduling
+        for kind in ("system", "accelerated"):
+            selector, tolerations = options.placement(kind)
+            paths = getattr(scheduling, kind)
+            if selector:
+                for path in paths.node_selector_paths:
+                    _put(values, path.split("."), dict(selector))
+            if tolerations:
+                for path in paths.toleration_paths:
+                    _put(values, path.split("."), copy.deepcopy(tolerations))
+        out[name] = values
+    for override in options.overrides:
+        target, path = _target(recipe, catalog, override)
+        _override(out[target], path, override)
+    return out
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _put(values: dict[str, Any], path: list[str], value: Any) -> None:
+    node = values
+    for key in path[:-1]:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    node[path[-1]] = value
+
+
+def _target(recipe: Recipe, catalog: Catalog, override: Override) -> tuple[str, tuple[str, ...]]:
+    """The deployable component whose values an override changes, and the path in them."""
+    comp = recipe.component(override.component)
+    if comp is None:
+        have = ", ".join(sorted(c.name for c in recipe.components))
+        raise BundleError(
+            f"--set {override}: component {override.component!r} is not in this recipe",
+            hint=f"components: {have}",
+        )
+    if comp.type != "operand":
+        return comp.name, override.path
+    return comp.operand_of or "", (_values_key(catalog, comp.name), *override.path)
+
+
+def _values_key(catalog: Catalog, operand: str) -> str:
+    """Where an operand's settings live in its parent chart's values."""
+    return catalog.registry[operand].values_key or operand
+
+
+def _override(values: dict[str, Any], path: tuple[str, ...], override: Override) -> None:
+    node: Any = values
+    for depth, key in enumerate(path):
+        if not isinstance(node, dict) or key not in node:
+            where = ".".join(path[:depth]) or "(top level)"
+            keys = ", ".join(sorted(node)) if isinstance(node, dict) else "none (not a map)"
+            raise BundleError(
+                f"--set {override}: {override.component} has no value "
+                f"{'.'.join(path[: depth + 1])!r}",
+                hint=f"keys at {where}: {keys}",
+            )
+        if depth < len(path) - 1:
+            node = node[key]
+    old = node[path[-1]]
+    if isinstance(old, dict | list):
+        raise BundleError(
+            f"--set {override}: {'.'.join(path)!r} is a {type(old).__name__}, not a single value",
+            hint="set one of its keys",
+        )
+    node[path[-1]] = _coerce(old, override)
+
+
+def _coerce(old: Any, override: Override) -> Any:
+    """The override's text as the type of the value it replaces (text stays text: ``1.20``)."""
+    text = override.value
+    if isinstance(old, str):
+        return text
+    if isinstance(old, bool):
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+    elif isinstance(old, int):
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    elif isinstance(old, float):
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    else:
+        loaded = yaml.safe_load(text) if text else None
+        return loaded if isinstance(loaded, bool | int | float | type(None)) else text
+    raise BundleError(f"--set {override}: {text!r} is not a {type(old).__name__}, as the value is")
