@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import make_url
 
+from aggregator.drift import Baseline, DriftEngine, DriftFinding
 from aggregator.errors import NotFound, Unavailable
-from aggregator.ingest import Ingest
+from aggregator.evaluation import Evaluator
+from aggregator.ingest import Ingest, utcnow
 from aggregator.metrics import build_registry
-from aggregator.recipes import (
-    Catalog,
-    Criteria,
-    Resolution,
-    ResolutionCache,
-    infer_criteria,
-    load_catalog,
-)
+from aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
 from aggregator.settings import AggregatorSettings
 from aggregator.state import LiveState, NodeState, NodeSummary
 from aggregator.store import HistoryEntry, Store, StoreError, Writer
@@ -46,29 +41,51 @@ class Core:
     registry: CollectorRegistry
     catalog: Catalog
     recipes: ResolutionCache
-    # Each node's recipe as last resolved from its facts; replaced when they change.
-    resolutions: dict[str, Resolution] = field(default_factory=dict)
-
-    def node_changed(self, node: NodeState) -> None:
-        """Re-resolve a node whose facts changed; the cache makes an unchanged pool free."""
-        criteria = infer_criteria(
-            node.facts,
-            intent=self.settings.recipes.intent,
-            platform=self.settings.recipes.platform,
-            catalog=self.catalog,
-        )
-        self.resolutions[node.name] = self.recipes.resolve(criteria, node.facts)
+    evaluator: Evaluator
 
     def recipe_for_node(self, name: str) -> Resolution:
         """The recipe resolved from the node's live facts."""
-        node = self.node(name)
-        if name not in self.resolutions:
-            self.node_changed(node)
-        return self.resolutions[name]
+        return self.evaluator.resolution(self.node(name))
 
     def recipe_for_criteria(self, criteria: Criteria) -> Resolution:
         """The recipe for explicit criteria, without node facts; CriteriaError names bad values."""
         return self.recipes.resolve(criteria)
+
+    def open_findings(
+        self,
+        *,
+        node: str | None = None,
+        kind: str | None = None,
+        severity: str | None = None,
+        component: str | None = None,
+    ) -> list[DriftFinding]:
+        """Drift findings open now, filtered; NotFound for an unknown node."""
+        if node is not None:
+            self.node(node)
+        return [
+            f
+            for f in self.evaluator.drift.open_findings(node)
+            if (kind is None or f.kind == kind)
+            and (severity is None or f.severity == severity)
+            and (component is None or f.component == component)
+        ]
+
+    async def all_findings(
+        self, *, since: datetime | None = None, **filters: str | None
+    ) -> list[DriftFinding]:
+        """Drift findings open or closed, from the store (closed ones live only there)."""
+        if filters.get("node") is not None:
+            self.node(filters["node"])  # type: ignore[arg-type]
+        await self.writer.flush()
+        try:
+            return await asyncio.to_thread(self.store.findings, since=since, **filters)
+        except StoreError as exc:
+            raise Unavailable(str(exc), hint="closed findings need the database") from exc
+
+    def accept_baseline(self, name: str) -> Baseline:
+        """Accept the node's current stack as its baseline; baseline findings close."""
+        self.evaluator.accept_baseline(self.node(name))
+        return self.evaluator.drift.baselines[name]
 
     def nodes(self) -> list[NodeSummary]:
         """Every known node, by name."""
@@ -134,6 +151,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
     try:
         store = await asyncio.to_thread(Store, settings.db)
         stored = await asyncio.to_thread(store.load)
+        open_findings, baselines = await asyncio.to_thread(store.load_drift)
     except StoreError as exc:
         raise Unavailable(str(exc), hint="check --db and that the database is reachable") from exc
     state = LiveState()
@@ -149,14 +167,20 @@ async def open_core(settings: AggregatorSettings) -> Core:
         node.content_hash = wire.content_hash(node.facts)
     s = settings.store
     writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)
-    registry, ingest_metrics = build_registry(state, writer)
-    ingest = Ingest(state, writer, settings.ingest, ingest_metrics)
-    core = Core(settings, state, store, writer, ingest, registry, catalog, ResolutionCache(catalog))
-    ingest.on_facts = core.node_changed
+    drift = DriftEngine(catalog.drift, utcnow)
+    drift.restore(open_findings, baselines)
+    registry, metrics = build_registry(state, writer)
+    ingest = Ingest(state, writer, settings.ingest, metrics.ingest)
+    recipes = ResolutionCache(catalog)
+    evaluator = Evaluator(
+        state, recipes, settings.recipes, drift, writer.submit, metrics.drift.count, utcnow
+    )
+    metrics.drift.watch(evaluator)
+    ingest.on_facts = evaluator.node_changed
     for node in state.nodes():
-        core.node_changed(node)
+        evaluator.node_changed(node)  # restored findings that still hold keep their timestamps
     log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})
-    return core
+    return Core(settings, state, store, writer, ingest, registry, catalog, recipes, evaluator)
 
 
 def _redact(url: str) -> str:

@@ -7,6 +7,8 @@ Each aggregator builds its own CollectorRegistry, so tests never share one.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Info
 from prometheus_client.core import (
@@ -18,10 +20,14 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from aggregator import __version__
+from aggregator.drift import SEVERITIES, Transitions
 from aggregator.state import LiveState, NodeSummary
 from aggregator.store import Writer
 
-__all__ = ["IngestMetrics", "build_registry"]
+if TYPE_CHECKING:
+    from aggregator.evaluation import Evaluator
+
+__all__ = ["DriftMetrics", "IngestMetrics", "Metrics", "build_registry"]
 
 
 class IngestMetrics:
@@ -148,10 +154,84 @@ def _counter(name: str, doc: str, value: float) -> Metric:
     return CounterMetricFamily(name, doc, value=value)
 
 
-def build_registry(state: LiveState, writer: Writer) -> tuple[CollectorRegistry, IngestMetrics]:
-    """A fresh registry with build info, ingest counters, node and store collectors."""
+class DriftMetrics(Collector):
+    """Open findings, recipes and pools from the evaluator at scrape; transitions as counted."""
+
+    def __init__(self, registry: CollectorRegistry, state: LiveState):
+        self._state = state
+        self._evaluator: Evaluator | None = None
+        self.transitions = Counter(
+            "plumb_drift_transitions",
+            "Drift findings opened and closed, by kind, severity and action.",
+            ["kind", "severity", "action"],
+            registry=registry,
+        )
+        registry.register(self)
+
+    def watch(self, evaluator: Evaluator) -> None:
+        """Read findings, recipes and pools from `evaluator` from now on."""
+        self._evaluator = evaluator
+
+    def count(self, transitions: Transitions) -> None:
+        for action, findings in (("opened", transitions.opened), ("closed", transitions.closed)):
+            for f in findings:
+                self.transitions.labels(kind=f.kind, severity=f.severity, action=action).inc()
+
+    def collect(self) -> Iterator[Metric]:
+        drift = GaugeMetricFamily(
+            "plumb_node_drift",
+            "1 while a drift finding is open.",
+            labels=["node", "kind", "component", "severity"],
+        )
+        counts = GaugeMetricFamily(
+            "plumb_node_findings", "Open drift findings per node.", labels=["node", "severity"]
+        )
+        recipe = InfoMetricFamily(
+            "plumb_node_recipe",
+            "The recipe each node resolves to.",
+            labels=["node", "recipe_hash", "service", "accelerator", "os", "intent"],
+        )
+        pools = GaugeMetricFamily(
+            "plumb_pool_driver_versions",
+            "Distinct driver versions among the nodes of a pool.",
+            labels=["pool"],
+        )
+        ev = self._evaluator
+        if ev is not None:
+            per_node: dict[str, dict[str, int]] = {}
+            for f in ev.drift.open_findings():
+                drift.add_metric([f.node, f.kind, f.component, f.severity], 1.0)
+                sev = per_node.setdefault(f.node, {})
+                sev[f.severity] = sev.get(f.severity, 0) + 1
+            for node in self._state.nodes():
+                for severity in SEVERITIES:
+                    counts.add_metric(
+                        [node.name, severity], per_node.get(node.name, {}).get(severity, 0)
+                    )
+                r = ev.resolutions.get(node.name)
+                if r is not None:
+                    c = r.criteria
+                    recipe.add_metric(
+                        [node.name, r.content_hash[:12], c.service, c.accelerator, c.os, c.intent],
+                        {},
+                    )
+            for pool, n in sorted(ev.pool_driver_versions().items()):
+                pools.add_metric([pool], n)
+        yield from (drift, counts, recipe, pools)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The instruments other modules count with."""
+
+    ingest: IngestMetrics
+    drift: DriftMetrics
+
+
+def build_registry(state: LiveState, writer: Writer) -> tuple[CollectorRegistry, Metrics]:
+    """A fresh registry with build info, ingest, node, store and drift series."""
     registry = CollectorRegistry()
     Info("plumb_build", "Plumb aggregator build.", registry=registry).info({"version": __version__})
     registry.register(NodeCollector(state))
     registry.register(StoreCollector(writer))
-    return registry, IngestMetrics(registry)
+    return registry, Metrics(IngestMetrics(registry), DriftMetrics(registry, state))

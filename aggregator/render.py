@@ -82,3 +82,27 @@ def recipe_tables(body: dict) -> list[Table]:
             findings.add_row(f["severity"], f["rule"], f["message"], f["remediation"])
         tables.append(findings)
     return tables
+
+
+_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def drift_table(findings: list[dict]) -> Table:
+    """Open drift findings, one row each, with what to do about them."""
+    table = Table(title=f"{len(findings)} open drift findings", title_justify="left")
+    table.add_column("NODE", no_wrap=True)
+    for col in ("SEVERITY", "KIND", "COMPONENT", "EXPECTED", "OBSERVED", "SINCE", "REMEDIATION"):
+        table.add_column(col)
+    for f in findings:
+        style = _SEVERITY_STYLE.get(f["severity"], "")
+        table.add_row(
+            f["node"],
+            f"[{style}]{f['severity']}[/]" if style else f["severity"],
+            f["kind"],
+            f["component"],
+            f["expected"],
+            f["observed"],
+            datetime.fromisoformat(f["opened_at"]).astimezone(UTC).strftime("%m-%d %H:%M:%S"),
+            f["remediation"],
+        )
+    return table

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from aggregator import __version__
-from aggregator.api import nodes, recipes
+from aggregator.api import bundles, drift, nodes, recipes
 from aggregator.core import Core
 from aggregator.errors import STATUS, PlumbError
 
@@ -22,7 +22,9 @@ def create_app(core: Core) -> FastAPI:
     )
     app.state.core = core
     app.include_router(nodes.router)
+    app.include_router(bundles.router)
     app.include_router(recipes.router)
+    app.include_router(drift.router)
 
     @app.exception_handler(PlumbError)
     async def plumb_error(_: Request, exc: PlumbError) -> JSONResponse:

@@ -3,7 +3,14 @@
 Each command lives in its own module and registers itself on the shared Typer app.
 """
 
-from aggregator.cli import demo, nodes, recipe, serve  # noqa: F401  (registers the commands)
+from aggregator.cli import (  # noqa: F401  (each module registers its commands)
+    bundle,
+    demo,
+    drift,
+    nodes,
+    recipe,
+    serve,
+)
 from aggregator.cli.app import app
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from aggregator.errors import PlumbError
 from aggregator.recipes import schema
+from aggregator.recipes.drift_rules import DriftRules
 from aggregator.recipes.node import normalize_pci_device_id
 
 __all__ = ["Catalog", "RecipeError", "default_root", "load_catalog"]
@@ -52,6 +53,7 @@ class Catalog:
     branches: Mapping[str, schema.DriverBranchRow]
     gpus: tuple[schema.GpuRow, ...]
     known_bad: tuple[schema.KnownBadRow, ...]
+    drift: DriftRules
     _by_name: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
     _by_pci: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
 
@@ -189,9 +191,10 @@ class _Loader:
         branches = self.read(knowledge / "driver_branches.yaml", schema.DriverBranchTable)
         gpus = self.read(knowledge / "gpus.yaml", schema.GpuTable)
         known_bad = self.read(knowledge / "known_bad.yaml", schema.KnownBadTable)
-        if None in (criteria, registry, cuda, branches, gpus, known_bad) or self.problems:
+        drift = self.read(self.root / "drift.yaml", DriftRules)
+        if None in (criteria, registry, cuda, branches, gpus, known_bad, drift) or self.problems:
             raise self.error()
-        assert criteria and registry and cuda and branches and gpus and known_bad
+        assert criteria and registry and cuda and branches and gpus and known_bad and drift
         components = self.check_registry(*registry)
         gpu_rows = gpus[0].rows
         allowed = {
@@ -228,6 +231,7 @@ class _Loader:
             branches={r.branch: r for r in branches[0].rows},
             gpus=gpu_rows,
             known_bad=known_bad[0].rows,
+            drift=drift[0],
         )
 
     def error(self) -> RecipeError:

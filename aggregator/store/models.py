@@ -103,3 +103,40 @@ class FactChangeRow(Base):
     old: Mapped[str | None] = mapped_column(Text)
     new: Mapped[str | None] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class DriftFindingRow(Base):
+    """One drift finding's lifetime: opened once, ``closed_at`` set when it stops holding."""
+
+    __tablename__ = "drift_findings"
+    __table_args__ = (
+        Index("ix_drift_findings_node_closed", "node", "closed_at"),
+        Index("ix_drift_findings_opened", "opened_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    node: Mapped[str] = mapped_column(
+        String(NODE_NAME_CHARS), ForeignKey("nodes.name", ondelete="CASCADE")
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    component: Mapped[str] = mapped_column(String(PATH_CHARS))
+    expected: Mapped[str] = mapped_column(Text)
+    observed: Mapped[str] = mapped_column(Text)
+    severity: Mapped[str] = mapped_column(String(16))
+    remediation: Mapped[str] = mapped_column(Text)
+    recipe_hash: Mapped[str] = mapped_column(String(64))
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class BaselineRow(Base):
+    """A node's accepted stack: the baseline facts as JSON and its GPU count."""
+
+    __tablename__ = "baselines"
+
+    node: Mapped[str] = mapped_column(
+        String(NODE_NAME_CHARS), ForeignKey("nodes.name", ondelete="CASCADE"), primary_key=True
+    )
+    facts: Mapped[str] = mapped_column(Text)
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    accepted_at: Mapped[datetime] = mapped_column(UTCDateTime)

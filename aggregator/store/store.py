@@ -45,8 +45,11 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from aggregator.drift.engine import Baseline
+from aggregator.drift.model import DriftFinding
 from plumb.facts import MAX_VALUE_CHARS, Reading, Status
 
+from . import drift
 from .models import (
     IDENTITY_CHARS,
     NODE_NAME_CHARS,
@@ -101,6 +104,10 @@ class NodeUpdate:
     boot_id: str | None = None
     agent_version: str | None = None
     last_report_at: datetime | None = None
+    # Drift transitions decided for this node, and its newly accepted baseline.
+    opened: tuple[DriftFinding, ...] = ()
+    closed: tuple[DriftFinding, ...] = ()
+    baseline: Baseline | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +198,41 @@ class Store:
                 self._write_facts(conn, removed, [(u.node, c) for u, c in group])
             if changes:
                 conn.execute(insert(_changes), [_change_params(u, c) for u, c in changes])
+            drift.write(
+                conn,
+                self._upsert,
+                [f for u in updates for f in u.opened],
+                [f for u in updates for f in u.closed],
+                [(u.node, u.baseline) for u in updates if u.baseline is not None],
+            )
         return len(changes)
+
+    def load_drift(self) -> tuple[list[DriftFinding], dict[str, Baseline]]:
+        """Open drift findings and every baseline, for the aggregator's start."""
+        with _errors("loading drift", self._engine), self._engine.connect() as conn:
+            return drift.load_open(conn), drift.load_baselines(conn)
+
+    def findings(
+        self,
+        *,
+        node: str | None = None,
+        kind: str | None = None,
+        severity: str | None = None,
+        component: str | None = None,
+        since: datetime | None = None,
+        limit: int = 1000,
+    ) -> list[DriftFinding]:
+        """Drift findings, closed ones included, newest opened first."""
+        with _errors("reading drift findings", self._engine), self._engine.connect() as conn:
+            return drift.query(
+                conn,
+                node=node,
+                kind=kind,
+                severity=severity,
+                component=component,
+                since=since,
+                limit=limit,
+            )
 
     def history(
         self, node: str, since: datetime | None = None, limit: int = 100

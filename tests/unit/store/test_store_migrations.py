@@ -29,8 +29,15 @@ def _version(path: Path) -> list[str]:
 def test_migrate_on_an_empty_database_creates_the_tables_at_head(tmp_path, url):
     migrate(url)
     path = tmp_path / "plumb.db"
-    assert {"nodes", "facts", "fact_changes", "alembic_version"} <= _tables(path)
-    assert _version(path) == [HEAD] == ["0001"]
+    assert {
+        "nodes",
+        "facts",
+        "fact_changes",
+        "drift_findings",
+        "baselines",
+        "alembic_version",
+    } <= _tables(path)
+    assert _version(path) == [HEAD] == ["0002"]
 
 
 def test_migrating_twice_is_a_no_op(tmp_path, url):

@@ -1,0 +1,19 @@
+"""Drift: desired (recipe, knowledge, baseline, pool) against observed facts, continuously.
+
+Pure evaluation in `evaluate`, open/close bookkeeping in `engine`; no web or database code.
+"""
+
+from aggregator.drift.engine import Baseline, DriftEngine, Transitions
+from aggregator.drift.evaluate import pool_majorities
+from aggregator.drift.model import KINDS, SEVERITIES, DriftFinding, Observation
+
+__all__ = [
+    "KINDS",
+    "SEVERITIES",
+    "Baseline",
+    "DriftEngine",
+    "DriftFinding",
+    "Observation",
+    "Transitions",
+    "pool_majorities",
+]

@@ -1,0 +1,149 @@
+"""The drift engine: open findings per node, opened and closed as evaluations change.
+
+A finding is keyed by (node, kind, component). Evaluating a node yields its observations;
+an observation with no open finding opens one, an open finding no longer observed closes,
+and one observed with a different expected/observed/severity closes and reopens, so every
+transition is a row with the recipe hash in force at the time. The engine only decides;
+the caller persists the transitions it returns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from aggregator.drift import evaluate
+from aggregator.drift.model import DriftFinding, Kind, Observation
+from aggregator.recipes import Resolution
+from aggregator.recipes.drift_rules import DriftRules
+from plumb.facts import Reading
+
+Facts = Mapping[str, Reading]
+_NODE_KINDS: frozenset[Kind] = frozenset({"recipe", "constraint", "baseline", "health"})
+_POOL_KINDS: frozenset[Kind] = frozenset({"pool"})
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A node's accepted stack: the baseline facts and its GPU count."""
+
+    facts: dict[str, Reading]
+    gpu_count: int
+    accepted_at: datetime
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """What one evaluation changed for one node, for the store and the counters."""
+
+    node: str
+    opened: tuple[DriftFinding, ...] = ()
+    closed: tuple[DriftFinding, ...] = ()
+    baseline: Baseline | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.opened or self.closed or self.baseline)
+
+
+class DriftEngine:
+    """Open findings and baselines of every node, in memory."""
+
+    def __init__(self, rules: DriftRules, clock: Callable[[], datetime]):
+        self.rules = rules
+        self._clock = clock
+        self._open: dict[str, dict[tuple[str, str], DriftFinding]] = {}
+        self.baselines: dict[str, Baseline] = {}
+
+    def restore(self, findings: Iterable[DriftFinding], baselines: Mapping[str, Baseline]) -> None:
+        """Load open findings and baselines from the store, keeping their timestamps."""
+        for f in findings:
+            self._open.setdefault(f.node, {})[f.key] = f
+        self.baselines.update(baselines)
+
+    def open_findings(self, node: str | None = None) -> list[DriftFinding]:
+        """Open findings, of one node or all, sorted by node, severity, kind, component."""
+        nodes = [node] if node is not None else sorted(self._open)
+        rank = {"critical": 0, "warning": 1, "info": 2}
+        found = [f for n in nodes for f in self._open.get(n, {}).values()]
+        return sorted(found, key=lambda f: (f.node, rank[f.severity], f.kind, f.component))
+
+    def evaluate(
+        self, node: str, facts: Facts, resolution: Resolution, majorities: Mapping[str, str]
+    ) -> Transitions:
+        """Every kind of finding for `node`; its first facts become its baseline."""
+        new_baseline = None
+        if node not in self.baselines:
+            new_baseline = self.accept_baseline(node, facts)
+        base = self.baselines[node]
+        rules = self.rules
+        observations = (
+            evaluate.recipe(facts, resolution, rules)
+            + evaluate.constraint(resolution, rules)
+            + evaluate.baseline(facts, base.facts, rules)
+            + evaluate.health(facts, base.gpu_count, rules)
+            + evaluate.pool(facts, majorities, rules)
+        )
+        result = self._reconcile(
+            node, observations, _NODE_KINDS | _POOL_KINDS, resolution.content_hash
+        )
+        return replace(result, baseline=new_baseline)
+
+    def evaluate_pool(
+        self, node: str, facts: Facts, recipe_hash: str, majorities: Mapping[str, str]
+    ) -> Transitions:
+        """Only the pool findings of `node`, after another member of its pool changed."""
+        return self._reconcile(
+            node, evaluate.pool(facts, majorities, self.rules), _POOL_KINDS, recipe_hash
+        )
+
+    def accept_baseline(self, node: str, facts: Facts) -> Baseline:
+        """Make the node's current stack its baseline; the next evaluation compares to it."""
+        base = Baseline(
+            facts=evaluate.baseline_facts(facts, self.rules.baseline),
+            gpu_count=evaluate.gpu_count(facts),
+            accepted_at=self._clock(),
+        )
+        self.baselines[node] = base
+        return base
+
+    def forget(self, node: str) -> None:
+        """Drop a node's open findings from memory (they stay stored)."""
+        self._open.pop(node, None)
+
+    def _reconcile(
+        self,
+        node: str,
+        observations: list[Observation],
+        kinds: frozenset[Kind],
+        recipe_hash: str,
+    ) -> Transitions:
+        now = self._clock()
+        current = self._open.setdefault(node, {})
+        seen = {obs.key: obs for obs in observations}
+        opened, closed = [], []
+        for key, finding in list(current.items()):
+            obs = seen.get(key)
+            if finding.kind in kinds and (obs is None or not finding.same_as(obs)):
+                closed.append(replace(finding, closed_at=now))
+                del current[key]
+        for key, obs in seen.items():
+            if key not in current:
+                finding = DriftFinding(
+                    id=uuid.uuid4().hex,
+                    node=node,
+                    kind=obs.kind,
+                    component=obs.component,
+                    expected=obs.expected,
+                    observed=obs.observed,
+                    severity=obs.severity,
+                    remediation=obs.remediation,
+                    recipe_hash=recipe_hash,
+                    opened_at=now,
+                )
+                current[key] = finding
+                opened.append(finding)
+        if not current:
+            del self._open[node]
+        return Transitions(node, tuple(opened), tuple(closed))

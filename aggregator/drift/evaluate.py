@@ -1,0 +1,195 @@
+"""Pure evaluation: a node's facts against its recipe, baseline, pool and health rules.
+
+Each function returns the observations of one kind; none keeps state. The engine turns
+them into findings that open and close.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from aggregator.drift.model import Observation
+from aggregator.recipes import Resolution
+from aggregator.recipes.drift_rules import BaselineRule, DriftRules, PoolRule
+from plumb.facts import Reading
+
+Facts = Mapping[str, Reading]
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def _value(facts: Facts, path: str) -> str | None:
+    reading = facts.get(path)
+    return None if reading is None or reading.status != "ok" else str(reading.value)
+
+
+def _branch(version: str) -> str:
+    return version.split(".", 1)[0]
+
+
+def recipe(facts: Facts, resolution: Resolution, rules: DriftRules) -> list[Observation]:
+    """Components the recipe pins whose observed version differs."""
+    out = []
+    for rule in rules.recipe:
+        component = resolution.component(rule.component)
+        observed = _value(facts, rule.fact)
+        expected = component.get("version") if component else None
+        if component is None or not component.get("enabled", True) or not expected:
+            continue
+        if observed is None or observed == str(expected):
+            continue
+        same = _branch(observed) == _branch(str(expected))
+        out.append(
+            Observation(
+                "recipe",
+                rule.component,
+                str(expected),
+                observed,
+                rule.same_branch_severity if same else rule.other_branch_severity,
+                rule.remediation,
+            )
+        )
+    return out
+
+
+def constraint(resolution: Resolution, rules: DriftRules) -> list[Observation]:
+    """Recipe constraints that fail on the node, and the knowledge rules' findings."""
+    out = [
+        Observation(
+            "constraint",
+            str(c["name"]),
+            str(c.get("check") or ""),
+            str(c.get("detail") or ""),
+            c.get("severity") or rules.constraint.severity,
+            c.get("remediation") or rules.constraint.remediation,
+        )
+        for c in resolution.constraints
+        if c.get("status") == "fail"
+    ]
+    out += [
+        Observation("constraint", f.rule, "", f.message, f.severity, f.remediation)
+        for f in resolution.findings
+    ]
+    return out
+
+
+def baseline_facts(facts: Facts, rule: BaselineRule) -> dict[str, Reading]:
+    """The part of `facts` a baseline keeps."""
+    patterns = set(rule.paths)
+    return {p: r for p, r in facts.items() if _INDEX.sub("[]", p) in patterns}
+
+
+def baseline(facts: Facts, accepted: Facts, rules: DriftRules) -> list[Observation]:
+    """Baseline facts that changed, appeared or disappeared since the baseline was accepted."""
+    now = baseline_facts(facts, rules.baseline)
+    out = []
+    for path in sorted(set(now) | set(accepted)):
+        before, after = accepted.get(path), now.get(path)
+        if before == after:
+            continue
+        out.append(
+            Observation(
+                "baseline",
+                path,
+                _show(before),
+                _show(after),
+                rules.baseline.severity,
+                rules.baseline.remediation,
+            )
+        )
+    return out
+
+
+def _show(reading: Reading | None) -> str:
+    if reading is None:
+        return "(absent)"
+    return str(reading.value) if reading.status == "ok" else f"({reading.status})"
+
+
+def pool_majorities(members: Iterable[Facts], rule: PoolRule) -> dict[str, str]:
+    """Per pool fact, the value a strict majority of the members has (none on a tie)."""
+    members = list(members)
+    if len(members) < rule.min_nodes:
+        return {}
+    out = {}
+    for fact in rule.facts:
+        counts = Counter(v for m in members if (v := _value(m, fact.fact)) is not None)
+        if counts:
+            value, n = counts.most_common(1)[0]
+            if n * 2 > len(members):
+                out[fact.component] = value
+    return out
+
+
+def pool(facts: Facts, majorities: Mapping[str, str], rules: DriftRules) -> list[Observation]:
+    """Facts where the node differs from its pool's majority."""
+    out = []
+    for fact in rules.pool.facts:
+        expected = majorities.get(fact.component)
+        observed = _value(facts, fact.fact)
+        if expected is not None and observed is not None and observed != expected:
+            out.append(
+                Observation(
+                    "pool",
+                    fact.component,
+                    expected,
+                    observed,
+                    fact.severity,
+                    rules.pool.remediation,
+                )
+            )
+    return out
+
+
+def gpu_count(facts: Facts) -> int:
+    return sum(1 for p in facts if p.startswith("gpus[") and p.endswith("].index"))
+
+
+def health(facts: Facts, baseline_gpus: int | None, rules: DriftRules) -> list[Observation]:
+    """Per-GPU readings out of bounds, and GPUs missing against the baseline's count."""
+    out = []
+    count = gpu_count(facts)
+    for i in range(count):
+        for rule in rules.health.gpus:
+            value = _number(facts, f"gpus[{i}].{rule.fact}")
+            if value is None:
+                continue
+            if rule.above is not None:
+                bad, expected = value > rule.above, f"<= {rule.above:g}"
+            else:
+                bound = _number(facts, f"gpus[{i}].{rule.below}")
+                if bound is None:
+                    continue
+                bad, expected = value < bound, f"{bound:g}"
+            if bad:
+                out.append(
+                    Observation(
+                        "health",
+                        f"gpu{i}/{rule.name}",
+                        expected,
+                        f"{value:g}",
+                        rule.severity,
+                        rule.remediation,
+                    )
+                )
+    if baseline_gpus is not None and count < baseline_gpus:
+        missing = rules.health.missing_gpus
+        out.append(
+            Observation(
+                "health",
+                "gpus/missing",
+                str(baseline_gpus),
+                str(count),
+                missing.severity,
+                missing.remediation,
+            )
+        )
+    return out
+
+
+def _number(facts: Facts, path: str) -> float | None:
+    reading = facts.get(path)
+    if reading is None or reading.status != "ok" or isinstance(reading.value, str):
+        return None
+    return float(reading.value)  # type: ignore[arg-type]

@@ -1,0 +1,103 @@
+"""Drift findings and baselines in SQL: lifetimes, restore, queries, and the 0001 upgrade."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+import aggregator.store.store as store_module
+from aggregator.drift import Baseline, DriftFinding
+from aggregator.store import Change, NodeUpdate, Store
+from plumb.facts import Reading
+
+T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
+
+
+def finding(node: str = "n1", component: str = "driver", **kw) -> DriftFinding:
+    fields = dict(
+        id=f"{node}-{component}",
+        node=node,
+        kind="recipe",
+        component=component,
+        expected="580.173.02",
+        observed="595.45.04",
+        severity="critical",
+        remediation="roll back",
+        recipe_hash="a" * 64,
+        opened_at=T0,
+    )
+    return DriftFinding(**(fields | kw))
+
+
+def test_opened_findings_load_until_closed_and_stay_queryable(store: Store):
+    f = finding()
+    store.apply([NodeUpdate(node="n1", at=T0, opened=(f,))])
+    assert store.load_drift()[0] == [f]
+    store.apply([NodeUpdate(node="n1", at=T0, closed=(replace(f, closed_at=T0 + timedelta(1)),))])
+    assert store.load_drift()[0] == []
+    (history,) = store.findings(node="n1")
+    assert history.closed_at == T0 + timedelta(1)
+    assert store.findings(kind="pool") == []
+    assert store.findings(since=T0 + timedelta(2)) == []
+
+
+def test_reapplying_an_opened_finding_is_harmless(store: Store):
+    update = NodeUpdate(node="n1", at=T0, opened=(finding(),))
+    store.apply([update])
+    store.apply([update])  # a batch retried after a lost commit acknowledgement
+    assert len(store.findings()) == 1
+
+
+def test_baselines_round_trip_and_replace(store: Store):
+    facts = {
+        "driver.driver_version": Reading.ok("580.173.02"),
+        "gpus[0].vbios_version": Reading.not_supported(),
+    }
+    store.apply([NodeUpdate(node="n1", at=T0, baseline=Baseline(facts, 8, T0))])
+    assert store.load_drift()[1] == {"n1": Baseline(facts, 8, T0)}
+    store.apply([NodeUpdate(node="n1", at=T0, baseline=Baseline({}, 7, T0 + timedelta(1)))])
+    assert store.load_drift()[1]["n1"].gpu_count == 7
+
+
+def test_upgrading_a_0001_database_keeps_its_rows(tmp_path: Path):
+    path = tmp_path / "old.db"
+    url = f"sqlite:///{path}"
+    config = Config()
+    config.set_main_option(
+        "script_location", str(Path(store_module.__file__).with_name("migrations"))
+    )
+    config.set_main_option("sqlalchemy.url", url)
+    command.upgrade(config, "0001")
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO nodes VALUES ('old-node', 'b', 'v', 0, '2026-01-01 00:00:00', NULL)"
+        )
+        db.execute("INSERT INTO facts VALUES ('old-node', 'host.kernel', 'ok', '\"6.8\"', NULL)")
+        db.execute(
+            "INSERT INTO fact_changes (node, path, old, new, at) VALUES ('old-node', "
+            '\'host.kernel\', NULL, \'{"status":"ok","value":"6.8"}\', '
+            "'2026-01-01 00:00:00')"
+        )
+    store = Store(url)  # upgrades to head
+    try:
+        (node,) = store.load()
+        assert node.facts == {"host.kernel": Reading.ok("6.8")}
+        assert [h.path for h in store.history("old-node")] == ["host.kernel"]
+        store.apply(
+            [
+                NodeUpdate(
+                    node="old-node",
+                    at=T0,
+                    opened=(finding("old-node"),),
+                    changes=(Change("host.kernel", Reading.ok("6.8"), Reading.ok("6.9")),),
+                )
+            ]
+        )
+        assert len(store.findings(node="old-node")) == 1
+    finally:
+        store.close()
