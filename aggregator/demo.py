@@ -24,7 +24,7 @@ import httpx
 import yaml
 from rich.console import Console
 
-from aggregator.render import history_table, nodes_table
+from aggregator.render import drift_table, history_table, nodes_table
 
 # Four H100 nodes "on EKS" and two A100 nodes "on GKE": two pools, as in a real fleet.
 NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
@@ -65,6 +65,68 @@ def _stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _set_driver(profile: Path, version: str) -> None:
+    spec = yaml.safe_load(profile.read_text())
+    spec["driver"]["version"] = version
+    profile.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
+def _upgrade_and_watch_drift(out: Console, base: str, profile: Path) -> str:
+    """Move one node's driver off its recipe; show the change, the drift and the metric."""
+    old = httpx.get(f"{base}/v1/nodes/{UPGRADED_NODE}").json()["driver_version"]
+    out.print(
+        f"\n[bold]Upgrading[/] the driver on {UPGRADED_NODE}: {old} → {NEW_DRIVER} "
+        f"(editing {profile.name}; the recipe says {old})"
+    )
+    started = time.monotonic()
+    _set_driver(profile, NEW_DRIVER)
+
+    def critical() -> list[dict]:
+        return httpx.get(f"{base}/v1/drift", params={"severity": "critical"}).json()
+
+    with out.status("waiting for the change and its drift findings…"):
+        _wait("a critical drift finding", critical)
+    out.print(f"drift detected in {time.monotonic() - started:.1f} s (agent polls every 0.5 s)")
+    history = httpx.get(f"{base}/v1/nodes/{UPGRADED_NODE}/history").json()
+    changes = [c for c in history if c["old"] is not None]
+    out.print(history_table(changes, title=f"{UPGRADED_NODE}: changes since its first report"))
+    out.print(drift_table(httpx.get(f"{base}/v1/drift").json()))
+    metric = next(
+        line
+        for line in httpx.get(f"{base}/metrics").text.splitlines()
+        if line.startswith("plumb_node_drift{") and 'kind="recipe"' in line
+    )
+    out.print("[bold]/metrics[/]")
+    out.print(metric, markup=False, highlight=False)
+    return old
+
+
+def _roll_back(out: Console, base: str, profile: Path, version: str) -> None:
+    """Put the driver back and watch every finding close."""
+    out.print(f"\n[bold]Rolling back[/] {UPGRADED_NODE} to {version}")
+    _set_driver(profile, version)
+    with out.status("waiting for the findings to close…"):
+        _wait("every drift finding to close", lambda: httpx.get(f"{base}/v1/drift").json() == [])
+    closed = httpx.get(f"{base}/v1/drift", params={"include_closed": "true"}).json()
+    out.print(f"drift cleared: {len(closed)} findings opened and closed, all kept as history")
+
+
+def _bundle(out: Console, base: str, workdir: Path) -> None:
+    """Write a Helm bundle for one node's recipe and verify its checksums."""
+    target = workdir / "bundle"
+    node = "gke-a100-1"
+    out.print(f"\n[bold]Bundling[/] the recipe of {node} for Helm, then verifying it")
+    for argv in (
+        ["bundle", "--node", node, "--deployer", "helm", "-o", str(target), "--server", base],
+        ["verify", str(target)],
+    ):
+        result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True)
+        out.print(f"$ plumb {' '.join(argv)}", markup=False, highlight=False)
+        out.print((result.stdout + result.stderr).rstrip(), markup=False, highlight=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"plumb {argv[0]} failed with exit code {result.returncode}")
 
 
 def _profile_copy(name: str, node: str, workdir: Path) -> Path:
@@ -129,38 +191,25 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
             _wait("every node to connect", all_connected)
         out.print(nodes_table(httpx.get(f"{base}/v1/nodes").json()))
 
-        old = httpx.get(f"{base}/v1/nodes/{UPGRADED_NODE}").json()["driver_version"]
-        out.print(
-            f"\n[bold]Upgrading[/] the driver on {UPGRADED_NODE}: {old} → {NEW_DRIVER} "
-            f"(editing {profiles[UPGRADED_NODE].name})"
-        )
-        started = time.monotonic()
-        spec = yaml.safe_load(profiles[UPGRADED_NODE].read_text())
-        spec["driver"]["version"] = NEW_DRIVER
-        profiles[UPGRADED_NODE].write_text(yaml.safe_dump(spec, sort_keys=False))
+        old = _upgrade_and_watch_drift(out, base, profiles[UPGRADED_NODE])
+        _roll_back(out, base, profiles[UPGRADED_NODE], old)
+        _bundle(out, base, workdir)
 
-        history_url = f"{base}/v1/nodes/{UPGRADED_NODE}/history"
-
-        def arrived() -> bool:
-            return any(c["path"] == "driver.driver_version" for c in httpx.get(history_url).json())
-
-        with out.status("waiting for the change to arrive…"):
-            _wait("the driver change in the node's history", arrived)
-        out.print(f"arrived in {time.monotonic() - started:.1f} s (agent polls every 0.5 s)")
-        changes = [c for c in httpx.get(history_url).json() if c["old"] is not None]
-        out.print(history_table(changes, title=f"{UPGRADED_NODE}: changes since its first report"))
-        metric = next(
-            line
-            for line in httpx.get(f"{base}/metrics").text.splitlines()
-            if line.startswith("plumb_node_info") and f'node="{UPGRADED_NODE}"' in line
-        )
-        out.print(f"[bold]/metrics[/] {metric}")
-
-        out.print(
-            f"\n[bold]Try[/]\n  {base}/v1/nodes\n  {base}/v1/nodes/{UPGRADED_NODE}\n"
-            f"  {history_url}\n  {base}/v1/snapshot?format=yaml\n  {base}/metrics\n"
-            f"  {base}/docs\n  plumb nodes --server {base}"
-        )
+        node_url = f"{base}/v1/nodes/{UPGRADED_NODE}"
+        tries = [
+            f"{base}/v1/nodes",
+            node_url,
+            f"{node_url}/history",
+            f"{node_url}/recipe",
+            f"{base}/v1/drift?include_closed=true",
+            f"{base}/v1/snapshot?format=yaml",
+            f"{base}/metrics",
+            f"{base}/docs",
+            f"plumb nodes --server {base}",
+            f"plumb drift --server {base}",
+            f"plumb recipe --node {UPGRADED_NODE} --server {base}",
+        ]
+        out.print("\n[bold]Try[/]\n  " + "\n  ".join(tries), highlight=False)
         if keep:
             out.print("\nRunning until Ctrl-C…")
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

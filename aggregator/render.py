@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from rich.console import Group
 from rich.table import Table
 
 
@@ -87,22 +88,24 @@ def recipe_tables(body: dict) -> list[Table]:
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def drift_table(findings: list[dict]) -> Table:
-    """Open drift findings, one row each, with what to do about them."""
+def drift_table(findings: list[dict]) -> Group:
+    """Open drift findings, one row each, then what to do about each kind of them."""
     table = Table(title=f"{len(findings)} open drift findings", title_justify="left")
     table.add_column("NODE", no_wrap=True)
-    for col in ("SEVERITY", "KIND", "COMPONENT", "EXPECTED", "OBSERVED", "SINCE", "REMEDIATION"):
+    for col in ("SEVERITY", "KIND", "COMPONENT", "EXPECTED → OBSERVED", "SINCE", "FIX"):
         table.add_column(col)
+    fixes: dict[str, int] = {}
     for f in findings:
         style = _SEVERITY_STYLE.get(f["severity"], "")
+        fix = fixes.setdefault(f["remediation"], len(fixes) + 1)
         table.add_row(
             f["node"],
             f"[{style}]{f['severity']}[/]" if style else f["severity"],
             f["kind"],
             f["component"],
-            f["expected"],
-            f["observed"],
-            datetime.fromisoformat(f["opened_at"]).astimezone(UTC).strftime("%m-%d %H:%M:%S"),
-            f["remediation"],
+            f"{f['expected'] or '-'} → {f['observed']}",
+            datetime.fromisoformat(f["opened_at"]).astimezone(UTC).strftime("%H:%M:%S"),
+            f"[{fix}]",
         )
-    return table
+    notes = [f"[{n}] {text}" for text, n in fixes.items()]
+    return Group(table, *notes)
