@@ -2,7 +2,9 @@
 
 Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap
 or a hash that disagrees after applying it; Heartbeat -> Resync when its hash differs.
-A malformed message aborts the stream with INVALID_ARGUMENT before anything is stored.
+A malformed message aborts the stream with INVALID_ARGUMENT, and one over the size limit
+with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
+over four times the limit; those end the stream without reaching this code.
 
 Two streams for one node name: the newer one wins and the older is aborted with
 ABORTED. A restarted agent whose old TCP connection is still half-open must not be
@@ -40,6 +42,10 @@ _MAX_IDENT = 128
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class _Oversized(InvalidInput):
+    """A message over the policy limit (the transport refuses far larger ones itself)."""
 
 
 @dataclass
@@ -103,6 +109,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 reply = self._handle(session, msg)
                 if reply is not None:
                     await context.write(reply)
+        except _Oversized as exc:
+            failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "oversized")
         except InvalidInput as exc:
             failure = (grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_input")
         except TimeoutError:
@@ -136,8 +144,14 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if msg is grpc.aio.EOF:
             return None
         kind = msg.WhichOneof("message") or "empty"
+        size = msg.ByteSize()
         self._metrics.messages.labels(type=kind).inc()
-        self._metrics.received_bytes.inc(msg.ByteSize())
+        self._metrics.received_bytes.inc(size)
+        if size > self._settings.max_message_bytes:
+            raise _Oversized(
+                f"{kind} message of {size} bytes exceeds the "
+                f"{self._settings.max_message_bytes}-byte limit"
+            )
         return msg
 
     def _open(self, msg: agent_pb2.ConnectRequest) -> Session:

@@ -50,7 +50,9 @@ async def serve(settings: AggregatorSettings) -> None:
 
     server = grpc.aio.server(
         options=[
-            ("grpc.max_receive_message_length", settings.ingest.max_message_bytes),
+            # Ingest enforces max_message_bytes with a clear status and a log line; the
+            # transport's own, silent limit only stops what is far beyond it.
+            ("grpc.max_receive_message_length", 4 * settings.ingest.max_message_bytes),
             ("grpc.max_send_message_length", settings.ingest.max_message_bytes),
         ]
     )

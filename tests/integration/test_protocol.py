@@ -136,7 +136,9 @@ async def test_an_oversized_message_closes_the_stream_and_stores_nothing(aggrega
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await call.read()
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "exceeds the 1048576-byte limit" in err.value.details()
     assert aggregator.node("huge") is None
+    assert "RESOURCE_EXHAUSTED" in aggregator.log()
 
 
 async def test_the_first_message_must_be_hello(aggregator, channel):
