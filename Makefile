@@ -26,6 +26,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/buf lint
+	promtool check rules deploy/prometheus/rules.yml
+	promtool test rules deploy/prometheus/tests/*.yml
 
 # Helm is fetched into a cache outside the repository; tests find it through PLUMB_HELM.
 HELM = $(shell scripts/install-helm.sh 2>/dev/null)

@@ -1,0 +1,109 @@
+"""The shipped alert rules in a real Prometheus, scraping a real aggregator fed by simulated
+agents. `for:` is 0s in the copy Prometheus loads (see prom_fixture), so each alert fires on the
+first evaluation after the condition shows on /metrics."""
+
+from __future__ import annotations
+
+import signal
+
+from conftest import until
+from prom_fixture import Prometheus
+
+# A driver outside every shipped recipe for the dgx-h100 profile (which runs 580.173.02): the
+# drift engine reports it as a critical `recipe` finding on component `driver`.
+OFF_RECIPE_DRIVER = "595.45.04"
+# Prometheus' first scrape comes ~5 s after start; give every Prometheus-side wait room.
+PROM_WAIT = 30.0
+
+
+def connected_in_prometheus(prom: Prometheus, node: str) -> bool:
+    return bool(prom.query(f'plumb_agent_connected{{node="{node}"}} == 1'))
+
+
+def rules_have_seen(prom: Prometheus, agents: int) -> None:
+    """Wait until a rule evaluation (not just a scrape) has seen `agents` connected agents, so
+    that "no alert" assertions after it are not vacuous."""
+    until(
+        lambda: prom.query(f"fleet:plumb_agents_connected:sum == {agents}"),
+        timeout=PROM_WAIT,
+        what=f"the rules to evaluate with {agents} connected agents",
+    )
+
+
+def test_agent_down_fires_when_an_agent_dies(aggregator, start_agent, prometheus):
+    doomed = start_agent(aggregator, "doomed", "dgx-h100")
+    start_agent(aggregator, "steady", "dgx-h100")
+    for node in ("doomed", "steady"):
+        until(
+            lambda node=node: connected_in_prometheus(prometheus, node),
+            timeout=PROM_WAIT,
+            what=f"plumb_agent_connected{{node={node!r}}} == 1 in Prometheus",
+        )
+    rules_have_seen(prometheus, 2)
+    assert not prometheus.alerts("PlumbAgentDown", state="firing")
+
+    doomed.proc.send_signal(signal.SIGKILL)
+    doomed.proc.wait()
+
+    (alert,) = until(
+        lambda: prometheus.alerts("PlumbAgentDown", node="doomed"),
+        timeout=PROM_WAIT,
+        what="PlumbAgentDown firing for node doomed",
+    )
+    assert alert["labels"]["severity"] == "warning"
+    assert alert["annotations"]["runbook_url"].endswith("docs/runbooks.md#plumbagentdown")
+    assert "doomed" in alert["annotations"]["summary"]
+    assert not prometheus.alerts("PlumbAgentDown", node="steady")
+
+
+def test_stack_drift_fires_for_the_drifted_node_and_resolves(aggregator, start_agent, prometheus):
+    drifter = start_agent(aggregator, "drifter", "dgx-h100")
+    start_agent(aggregator, "steady", "dgx-h100")
+    original = until(
+        lambda: (aggregator.node("drifter") or {}).get("driver_version"), what="drifter's driver"
+    )
+    until(lambda: aggregator.node("steady"), what="node steady")
+    for node in ("drifter", "steady"):
+        until(
+            lambda node=node: connected_in_prometheus(prometheus, node),
+            timeout=PROM_WAIT,
+            what=f"node {node} in Prometheus",
+        )
+    rules_have_seen(prometheus, 2)
+    # Both nodes run their recipe: nothing critical is open.
+    assert not prometheus.alerts("PlumbStackDrift")
+
+    drifter.edit(lambda spec: spec["driver"].update(version=OFF_RECIPE_DRIVER))
+
+    firing = until(
+        lambda: prometheus.alerts("PlumbStackDrift", node="drifter"),
+        timeout=PROM_WAIT,
+        what="PlumbStackDrift firing for node drifter",
+    )
+    driver = [a for a in firing if a["labels"].get("component") == "driver"]
+    assert driver, firing
+    assert driver[0]["labels"]["kind"] == "recipe"
+    assert driver[0]["labels"]["severity"] == "critical"
+    assert driver[0]["annotations"]["runbook_url"].endswith("docs/runbooks.md#plumbstackdrift")
+    assert not prometheus.alerts("PlumbStackDrift", node="steady")
+    # drifter and steady resolve to the same pool, which now runs two driver versions.
+    (mixed,) = until(
+        lambda: prometheus.alerts("PlumbMixedDriverVersions"),
+        timeout=PROM_WAIT,
+        what="PlumbMixedDriverVersions firing",
+    )
+    assert mixed["annotations"]["summary"].endswith("runs 2 different driver versions")
+
+    drifter.edit(lambda spec: spec["driver"].update(version=original))
+
+    until(
+        lambda: not prometheus.alerts("PlumbStackDrift", node="drifter"),
+        timeout=PROM_WAIT,
+        what="PlumbStackDrift for node drifter to resolve",
+    )
+    assert not prometheus.alerts("PlumbStackDrift", state="pending", node="drifter")
+    until(
+        lambda: not prometheus.alerts("PlumbMixedDriverVersions"),
+        timeout=PROM_WAIT,
+        what="PlumbMixedDriverVersions to resolve",
+    )
