@@ -2,11 +2,16 @@
 
 Starts a real `plumb serve` (SQLite in a temp dir) and N agents in this process, each a
 real StreamClient speaking gRPC on loopback with facts collected once from a shipped
-profile. One change at a time, a random node's driver version is set to a fresh value;
-the clock starts when that agent's collector first returns it and stops when a /metrics
-scrape shows it. Results go to bench/results/fact_to_metric.json.
+profile. One change at a time, a random node's driver version is set to a new value; the
+clock starts when that agent's collector first returns it and stops when a /metrics scrape
+shows it. `--watch info` waits for the new version on plumb_node_info; `--watch drift`
+changes the driver and waits for the node's baseline drift series on plumb_node_drift (every
+node baselines its driver; those with a recipe driver also get recipe and pool findings),
+then puts it back and waits for the series to go (not timed). Results: bench/results/<name>.json.
 
-    .venv/bin/python bench/fact_to_metric.py [--agents 100] [--changes 200]
+    .venv/bin/python bench/fact_to_metric.py [--agents 100] [--changes 200] [--watch info]
+    .venv/bin/python bench/fact_to_metric.py --agents 1000 --changes 100 --watch drift \
+        --poll-interval 1
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from agent.settings import StreamSettings
 from agent.simulate import Simulation
 from agent.stream import Identity, StreamClient
 from plumb import facts as wire
+from plumb.logs import configure_logging
 
-RESULTS = Path(__file__).parent / "results" / "fact_to_metric.json"
+RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 
 
@@ -65,7 +71,9 @@ async def main() -> None:
     p.add_argument("--agents", type=int, default=100)
     p.add_argument("--changes", type=int, default=200)
     p.add_argument("--poll-interval", type=float, default=0.2)
+    p.add_argument("--watch", choices=["info", "drift"], default="info")
     args = p.parse_args()
+    configure_logging("WARNING")
 
     workdir = Path(tempfile.mkdtemp(prefix="plumb-bench-"))
     grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
@@ -106,16 +114,30 @@ async def main() -> None:
             latencies = []
             for k in range(args.changes):
                 name = random.choice(list(nodes))
+                node = nodes[name]
+                original = str(node.facts["driver.driver_version"].value)
                 version = f"999.{k}.{random.randrange(10**6)}"
-                nodes[name].set_driver(version)
-                needle = f'driver_version="{version}"'
+                if args.watch == "info":
+                    needle = f'driver_version="{version}"'
+                else:  # any drift series of the node: every profile baselines its driver
+                    needle = (
+                        'plumb_node_drift{component="driver.driver_version",'
+                        f'kind="baseline",node="{name}"'
+                    )
+                node.set_driver(version)
                 await wait_for(
                     lambda: http.get("/metrics"),
                     lambda r, needle=needle: needle in r.text,
                     interval_s=0.005,
                 )
-                shown = time.perf_counter()
-                latencies.append(shown - nodes[name].noticed[version])
+                latencies.append(time.perf_counter() - node.noticed[version])
+                if args.watch == "drift":
+                    node.set_driver(original)
+                    await wait_for(
+                        lambda: http.get("/metrics"),
+                        lambda r, needle=needle: needle not in r.text,
+                        interval_s=0.05,
+                    )
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
@@ -139,8 +161,9 @@ async def wait_for(get, ok, timeout_s: float = 30.0, interval_s: float = 0.05):
 
 def report(args: argparse.Namespace, latencies: list[float]) -> None:
     ms = sorted(x * 1000 for x in latencies)
+    name = "fact_to_metric" if args.watch == "info" else "drift_to_metric"
     result = {
-        "benchmark": "fact_change_to_metric",
+        "benchmark": name,
         "agents": args.agents,
         "changes": len(ms),
         "agent_poll_interval_s": args.poll_interval,
@@ -157,8 +180,8 @@ def report(args: argparse.Namespace, latencies: list[float]) -> None:
         },
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result["latency_ms"]), f"over {len(ms)} changes, {args.agents} agents")
 
 
