@@ -28,6 +28,7 @@ lint: $(STAMP)
 	$(BIN)/buf lint
 	promtool check rules deploy/prometheus/rules.yml
 	promtool test rules deploy/prometheus/tests/*.yml
+	scripts/sync-chart-rules.sh --check
 
 # Helm is fetched into a cache outside the repository; tests find it through PLUMB_HELM.
 HELM = $(shell scripts/install-helm.sh 2>/dev/null)

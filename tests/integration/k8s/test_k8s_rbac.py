@@ -1,0 +1,76 @@
+"""RBAC of the applied chart, asked of the real authorizer with SubjectAccessReview."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+
+def can(api, namespace: str, sa: str, verb: str, resource: str, group: str = "", ns=None) -> bool:
+    """Whether ServiceAccount `sa` of `namespace` may `verb` the resource (in `ns`)."""
+    resource, _, subresource = resource.partition("/")
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{namespace}:{sa}",
+            groups=[
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{namespace}",
+                "system:authenticated",
+            ],
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb,
+                resource=resource,
+                subresource=subresource or None,
+                group=group,
+                namespace=ns,
+            ),
+        )
+    )
+    return client.AuthorizationV1Api(api).create_subject_access_review(review).status.allowed
+
+
+ALLOWED = [
+    ("get", "nodes", "", None),
+    ("list", "nodes", "", None),
+    ("watch", "nodes", "", None),
+    ("patch", "nodes", "", None),
+    ("patch", "nodes/status", "", None),
+    ("create", "tokenreviews", "authentication.k8s.io", None),
+    ("get", "pods", "", "gpu-workloads"),
+    ("list", "pods", "", None),
+    ("list", "daemonsets", "apps", None),
+    ("list", "deployments", "apps", None),
+    ("get", "leases", "coordination.k8s.io", "plumb"),
+    ("create", "leases", "coordination.k8s.io", "plumb"),
+    ("update", "leases", "coordination.k8s.io", "plumb"),
+    ("create", "jobs", "batch", "plumb"),
+    ("delete", "jobs", "batch", "plumb"),
+]
+DENIED = [
+    ("get", "secrets", "", "plumb"),
+    ("list", "secrets", "", None),
+    ("delete", "nodes", "", None),
+    ("update", "nodes", "", None),
+    ("create", "nodes", "", None),
+    ("delete", "pods", "", "plumb"),
+    ("create", "pods", "", "plumb"),
+    ("create", "leases", "coordination.k8s.io", "kube-system"),
+    ("create", "jobs", "batch", "default"),
+    ("get", "configmaps", "", "kube-system"),
+    ("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
+]
+
+
+@pytest.mark.parametrize(("verb", "resource", "group", "ns"), ALLOWED)
+def test_aggregator_may_do_what_it_needs(api, plumb_release, verb, resource, group, ns):
+    assert can(api, plumb_release.namespace, "plumb-aggregator", verb, resource, group, ns)
+
+
+@pytest.mark.parametrize(("verb", "resource", "group", "ns"), DENIED)
+def test_aggregator_may_not_do_more(api, plumb_release, verb, resource, group, ns):
+    assert not can(api, plumb_release.namespace, "plumb-aggregator", verb, resource, group, ns)
+
+
+@pytest.mark.parametrize(("verb", "resource", "group", "ns"), ALLOWED + DENIED)
+def test_agent_has_no_api_access(api, plumb_release, verb, resource, group, ns):
+    assert not can(api, plumb_release.namespace, "plumb-agent", verb, resource, group, ns)

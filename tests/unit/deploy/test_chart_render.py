@@ -1,0 +1,298 @@
+"""The Helm chart: lint, schema validation of its output, and the shape issue 7 asks for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from chart_cases import ALL_ON, CHART, MONITORING_APIS, PERSISTENT
+
+from agent.settings import AgentSettings
+from aggregator.settings import AggregatorSettings
+
+# Env vars the chart sets ahead of the code that reads them (issue 7, parts 3 and 4).
+PENDING_AGENT_ENV = {"PLUMB_TOKEN_FILE"}
+PENDING_AGGREGATOR_ENV = {
+    "PLUMB_NAMESPACE",
+    "PLUMB_POD_NAME",
+    "PLUMB_VALIDATION_NAMESPACE",
+    "PLUMB_TOKEN_AUDIENCE",
+}
+BUILTIN_GROUPS_SKIPPED = ("monitoring.coreos.com/",)  # CRDs: no schema in kubernetes-validate
+
+
+def container(objects: list[dict[str, Any]], kind: str, find_object) -> dict[str, Any]:
+    return find_object(objects, kind)["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in c["env"]}
+
+
+@pytest.mark.parametrize(
+    "values", [None, ALL_ON, PERSISTENT], ids=["defaults", "all-optional-on", "sqlite-pvc"]
+)
+def test_helm_lint_strict_passes(helm, values_file, values):
+    args = ["lint", "--strict", str(CHART)]
+    if values:
+        args += ["-f", str(values_file(values))]
+    helm(*args)
+
+
+@pytest.mark.parametrize(
+    ("values", "apis"),
+    [(None, ()), (ALL_ON, MONITORING_APIS), (PERSISTENT, ())],
+    ids=["defaults", "all-optional-on", "sqlite-pvc"],
+)
+def test_every_builtin_object_passes_strict_schema_validation(render, values, apis):
+    objects = render(values, api_versions=apis)
+    checked = 0
+    for obj in objects:
+        if obj["apiVersion"].startswith(BUILTIN_GROUPS_SKIPPED):
+            continue
+        kubernetes_validate.validate(obj, "1.35", strict=True)
+        checked += 1
+    assert checked >= 10
+
+
+def test_all_optional_features_render_every_kind(render):
+    kinds = {o["kind"] for o in render(ALL_ON, api_versions=MONITORING_APIS)}
+    assert kinds >= {
+        "DaemonSet",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "ServiceMonitor",
+        "PrometheusRule",
+    }
+
+
+def test_monitoring_objects_need_the_monitoring_api(render):
+    kinds = {o["kind"] for o in render(ALL_ON)}
+    assert not kinds & {"ServiceMonitor", "PrometheusRule"}
+
+
+def test_agent_runs_on_any_gpu_label_or_the_opt_in_label(render, find_object):
+    ds = find_object(render(), "DaemonSet")
+    terms = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    # Separate terms are ORed by the scheduler; one expression each.
+    assert [t["matchExpressions"] for t in terms] == [
+        [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}],
+        [
+            {
+                "key": "feature.node.kubernetes.io/pci-10de.present",
+                "operator": "In",
+                "values": ["true"],
+            }
+        ],
+        [{"key": "plumb.dev/agent", "operator": "In", "values": ["true"]}],
+    ]
+
+
+def test_agent_tolerates_gpu_taint_and_requests_no_gpu(render, find_object):
+    objects = render()
+    pod = find_object(objects, "DaemonSet")["spec"]["template"]["spec"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
+    resources = pod["containers"][0]["resources"]
+    for section in resources.values():
+        assert not any(k.startswith("nvidia.com/") for k in section)
+
+
+def test_agent_is_hardened_and_sees_the_host_read_only(render, find_object):
+    objects = render()
+    pod = find_object(objects, "DaemonSet")["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["command"] == ["plumb-agent"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert "privileged" not in sc
+    host_volumes = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert set(host_volumes.values()) >= {"/etc", "/proc", "/sys", "/usr"}
+    for mount in c["volumeMounts"]:
+        if mount["name"] in host_volumes:
+            assert mount["readOnly"] is True
+            assert mount["mountPath"] == "/host" + host_volumes[mount["name"]]
+    assert env_of(c)["PLUMB_HOST_ROOT"]["value"] == "/host"
+
+
+def test_agent_env_maps_onto_its_settings(render, find_object):
+    c = container(render(), "DaemonSet", find_object)
+    env = env_of(c)
+    assert env["PLUMB_NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["PLUMB_AGGREGATOR"]["value"] == "plumb-aggregator.plumb.svc:7443"
+    fields = {f"PLUMB_{name.upper()}" for name in AgentSettings.model_fields}
+    plumb_env = {name for name in env if name.startswith("PLUMB_")}
+    assert plumb_env - PENDING_AGENT_ENV <= fields
+    settings = AgentSettings(
+        aggregator=env["PLUMB_AGGREGATOR"]["value"], host_root=env["PLUMB_HOST_ROOT"]["value"]
+    )
+    assert str(settings.host_root) == "/host"
+
+
+def test_agent_identity_is_only_a_projected_token_for_the_plumb_audience(render, find_object):
+    objects = render()
+    pod = find_object(objects, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    sa = find_object(objects, "ServiceAccount", "plumb-agent")
+    assert sa["automountServiceAccountToken"] is False
+    sources = [v for v in pod["volumes"] if "projected" in v][0]["projected"]["sources"]
+    assert sources == [
+        {"serviceAccountToken": {"audience": "plumb", "expirationSeconds": 3600, "path": "token"}}
+    ]
+    # Nothing grants the agent's ServiceAccount any API access.
+    for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        assert all(s["name"] != "plumb-agent" for s in binding["subjects"])
+
+
+def test_aggregator_probes_ports_and_service(render, find_object):
+    objects = render()
+    c = container(objects, "Deployment", find_object)
+    assert c["command"] == ["plumb", "serve"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    svc = find_object(objects, "Service")
+    assert {(p["name"], p["port"]) for p in svc["spec"]["ports"]} == {
+        ("grpc", 7443),
+        ("http", 8080),
+    }
+    env = env_of(c)
+    assert env["PLUMB_GRPC_LISTEN"]["value"] == "0.0.0.0:7443"
+    assert env["PLUMB_HTTP_LISTEN"]["value"] == "0.0.0.0:8080"
+    fields = {f"PLUMB_{name.upper()}" for name in AggregatorSettings.model_fields}
+    assert {n for n in env if n.startswith("PLUMB_")} - PENDING_AGGREGATOR_ENV <= fields
+
+
+def test_aggregator_database_sqlite_emptydir_by_default(render, find_object):
+    objects = render()
+    dep = find_object(objects, "Deployment")
+    assert env_of(container(objects, "Deployment", find_object))["PLUMB_DB"]["value"] == (
+        "sqlite:////data/plumb.db"
+    )
+    data = [v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "data"][0]
+    assert "emptyDir" in data
+    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    assert not [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
+
+
+def test_aggregator_database_sqlite_on_a_pvc(render, find_object):
+    objects = render(PERSISTENT)
+    pvc = find_object(objects, "PersistentVolumeClaim")
+    dep = find_object(objects, "Deployment")
+    data = [v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "data"][0]
+    assert data["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+
+
+def test_aggregator_database_postgres_url_from_secret(render, find_object):
+    objects = render(ALL_ON)
+    env = env_of(container(objects, "Deployment", find_object))
+    assert env["PLUMB_DB"]["valueFrom"] == {"secretKeyRef": {"name": "plumb-db", "key": "url"}}
+    assert find_object(objects, "Deployment")["spec"]["replicas"] == 2
+
+
+def test_several_replicas_on_sqlite_are_refused(helm, values_file):
+    result = helm(
+        "template",
+        "plumb",
+        str(CHART),
+        "-f",
+        str(values_file({"aggregator": {"replicas": 2}})),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "SQLite has one writer" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"logLevel": "LOUD"},
+        {"agent": {"hostRoot": "relative"}},
+        {"agent": {"token": {"audience": "", "expirationSeconds": 3600}}},
+        {"aggregator": {"grpcPort": 0}},
+        {"unknownKey": 1},
+    ],
+    ids=["log-level", "host-root", "audience", "port", "unknown-key"],
+)
+def test_schema_rejects_bad_values(helm, values_file, bad):
+    result = helm("template", "plumb", str(CHART), "-f", str(values_file(bad)), check=False)
+    assert result.returncode != 0
+    assert "schema" in result.stderr
+
+
+def test_aggregator_rbac_is_least_privilege(render, find_object):
+    objects = render(ALL_ON)
+    cluster = find_object(objects, "ClusterRole")["rules"]
+    granted = {
+        (group, resource, verb)
+        for rule in cluster
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {
+        ("", "nodes", "get"),
+        ("", "nodes", "list"),
+        ("", "nodes", "watch"),
+        ("", "nodes", "patch"),
+        ("", "nodes/status", "patch"),
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("", "pods", "list"),
+        ("apps", "daemonsets", "list"),
+    } <= granted
+    assert not {r for _, r, _ in granted} & {"secrets", "configmaps", "*"}
+    assert not {v for _, _, v in granted} & {"delete", "deletecollection", "*", "escalate"}
+    roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Role"}
+    leases = roles["plumb-aggregator-leases"]
+    assert leases["metadata"]["namespace"] == "plumb"
+    assert leases["rules"][0]["resources"] == ["leases"]
+    jobs = roles["plumb-aggregator-validation"]
+    assert jobs["metadata"]["namespace"] == "plumb-validation"
+    assert jobs["rules"][0]["resources"] == ["jobs"]
+
+
+def test_network_policy_admits_grpc_only_from_agents(render, find_object):
+    objects = render(ALL_ON)
+    policy = find_object(objects, "NetworkPolicy", "plumb-aggregator")
+    grpc_rule = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == "grpc"][0]
+    assert grpc_rule["from"] == [
+        {
+            "podSelector": {
+                "matchLabels": {
+                    "app.kubernetes.io/name": "plumb",
+                    "app.kubernetes.io/instance": "plumb",
+                    "app.kubernetes.io/component": "agent",
+                }
+            }
+        }
+    ]
+    agent = find_object(objects, "NetworkPolicy", "plumb-agent")
+    assert agent["spec"]["policyTypes"] == ["Ingress"]
+    assert "ingress" not in agent["spec"]
+
+
+def test_pdb_uses_policy_v1(render, find_object):
+    pdb = find_object(render(), "PodDisruptionBudget")
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"]["maxUnavailable"] == 1
+
+
+def test_pdb_left_out_where_policy_v1_is_not_served(render):
+    # Kubernetes 1.20 serves only policy/v1beta1, which is gone from current clusters.
+    assert not [o for o in render(kube_version="1.20.2") if o["kind"] == "PodDisruptionBudget"]
+    explicit = render(kube_version="1.20.2", api_versions=["policy/v1/PodDisruptionBudget"])
+    assert [o for o in explicit if o["kind"] == "PodDisruptionBudget"]
