@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from aggregator.drift import DriftEngine, Transitions, pool_majorities
+from aggregator.drift import DriftEngine, PoolTally, Transitions
 from aggregator.recipes import Resolution, ResolutionCache, infer_criteria
 from aggregator.settings import RecipeSettings
 from aggregator.state import LiveState, NodeState
@@ -52,6 +52,8 @@ class Evaluator:
         self.resolutions: dict[str, Resolution] = {}
         self.pools: dict[str, set[str]] = {}
         self._pool_of: dict[str, str] = {}
+        self._tallies: dict[str, PoolTally] = {}
+        self._majorities: dict[str, dict[str, str]] = {}
 
     def resolution(self, node: NodeState) -> Resolution:
         """The node's recipe, resolving it first if it never was."""
@@ -70,12 +72,14 @@ class Evaluator:
         resolution = self._recipes.resolve(criteria, node.facts)
         self.resolutions[node.name] = resolution
         old_pool, new_pool = self._pool_of.get(node.name), pool_name(resolution)
-        if old_pool != new_pool:
-            if old_pool is not None:
-                self.pools[old_pool].discard(node.name)
-            self.pools.setdefault(new_pool, set()).add(node.name)
-            self._pool_of[node.name] = new_pool
-        majorities = self._majorities(new_pool)
+        if old_pool is not None and old_pool != new_pool:
+            self.pools[old_pool].discard(node.name)
+            self._tallies[old_pool].discard(node.name)
+        self.pools.setdefault(new_pool, set()).add(node.name)
+        self._pool_of[node.name] = new_pool
+        tally = self._tallies.setdefault(new_pool, PoolTally(self.drift.rules.pool))
+        tally.add(node.name, node.facts)
+        majorities = tally.majorities()
         self._emit(self.drift.evaluate(node.name, node.facts, resolution, majorities))
         for pool in {old_pool, new_pool} - {None}:
             self._refresh_pool(pool, skip=node.name)  # type: ignore[arg-type]
@@ -98,12 +102,12 @@ class Evaluator:
             out[pool] = len(versions - {None})
         return out
 
-    def _majorities(self, pool: str) -> dict[str, str]:
-        members = [n.facts for name in self.pools.get(pool, ()) if (n := self._state.get(name))]
-        return pool_majorities(members, self.drift.rules.pool)
-
     def _refresh_pool(self, pool: str, skip: str) -> None:
-        majorities = self._majorities(pool)
+        """Re-evaluate the pool findings of every member, but only if the majority moved."""
+        majorities = self._tallies[pool].majorities()
+        if majorities == self._majorities.get(pool):
+            return
+        self._majorities[pool] = majorities
         for name in sorted(self.pools.get(pool, ())):
             member = self._state.get(name)
             if name == skip or member is None or name not in self.resolutions:

@@ -19,7 +19,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import grpc
@@ -29,6 +29,7 @@ from aggregator.metrics import IngestMetrics
 from aggregator.settings import IngestSettings
 from aggregator.state import LiveState, NodeState
 from aggregator.store import Change, NodeUpdate, Writer
+from aggregator.validation.wire import AgentResult, agent_result
 from plumb import facts as wire
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
@@ -61,6 +62,10 @@ class Session:
     has_facts: bool = False
     awaiting_full: bool = False
     superseded: bool = False
+    # Messages the aggregator starts (RunChecks), drained by the stream's writer task;
+    # bounded: a full queue refuses the message rather than growing.
+    outbound: asyncio.Queue | None = None
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class Ingest(agent_pb2_grpc.AgentServiceServicer):
@@ -82,6 +87,22 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._sessions: dict[str, Session] = {}
         # Called with the node after each change of its facts, in the stream's task.
         self.on_facts: Callable[[NodeState], None] = lambda node: None
+        # Called with (node, result) for each CheckResult, and (node, session id) when a
+        # stream ends, so validation can route results and fail what a closed stream owed.
+        self.on_check_result: Callable[[str, AgentResult], None] = lambda node, result: None
+        self.on_stream_closed: Callable[[str, str], None] = lambda node, session: None
+
+    def send(self, node: str, msg: agent_pb2.ConnectResponse) -> str | None:
+        """Queue `msg` on the node's open stream; the session id, or None (no stream, full)."""
+        session = self._sessions.get(node)
+        if session is None or session.outbound is None:
+            return None
+        try:
+            session.outbound.put_nowait(msg)
+        except asyncio.QueueFull:
+            log.warning("outbound queue full", extra={"node": node})
+            return None
+        return session.id
 
     @property
     def connected(self) -> int:
@@ -90,6 +111,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: Session | None = None
         failure: tuple[grpc.StatusCode, str, str] | None = None
+        drain: asyncio.Task | None = None
         try:
             hello = await self._read(context, self._settings.hello_timeout_s)
             if hello is None:
@@ -105,10 +127,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                     )
                 )
             )
+            session.outbound = asyncio.Queue(maxsize=self._settings.outbound_queue_max)
+            drain = asyncio.create_task(self._drain(session, context))
             while (msg := await self._read(context, self._settings.idle_timeout_s)) is not None:
                 reply = self._handle(session, msg)
                 if reply is not None:
-                    await context.write(reply)
+                    async with session.write_lock:
+                        await context.write(reply)
         except _Oversized as exc:
             failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "oversized")
         except InvalidInput as exc:
@@ -121,6 +146,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             failure = (grpc.StatusCode.ABORTED, "superseded by a newer stream", "superseded")
         finally:
+            if drain is not None:
+                drain.cancel()  # it holds nothing: no need to wait for it to finish
             if session is not None:
                 self._close(session)
         if failure is not None:
@@ -135,6 +162,14 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 },
             )
             await context.abort(code, message)
+
+    async def _drain(self, session: Session, context: grpc.aio.ServicerContext) -> None:
+        """Write what the aggregator queued for this stream, between replies to reads."""
+        assert session.outbound is not None
+        while True:
+            msg = await session.outbound.get()
+            async with session.write_lock:
+                await context.write(msg)
 
     async def _read(
         self, context: grpc.aio.ServicerContext, timeout_s: float
@@ -182,6 +217,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         return session
 
     def _close(self, session: Session) -> None:
+        self.on_stream_closed(session.node, session.id)
         if self._sessions.get(session.node) is not session:
             return  # superseded: the newer stream owns the node now
         del self._sessions[session.node]
@@ -203,7 +239,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if kind == "heartbeat":
             return self._heartbeat(session, msg.heartbeat)
         if kind == "check_result":
-            return None  # reserved for validation
+            self.on_check_result(session.node, agent_result(msg.check_result))
+            return None
         raise InvalidInput(f"unexpected message on an open stream: {kind or 'empty'}")
 
     def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
@@ -267,12 +304,17 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         """Make `new` the node's facts; the first facts of a stream also mark it connected."""
         now = self._clock()
         node: NodeState = self._state.node(session.node, now)
+        # A node's very first facts are its starting point, not a change: they go to the facts
+        # table but not to the history, which would otherwise hold every fact of every node.
+        starting = not node.facts
         changed, removed = wire.diff(node.facts, new)
         changes = tuple(Change(p, node.facts.get(p), r) for p, r in changed.items()) + tuple(
             Change(p, node.facts[p], None) for p in removed
         )
         node.facts, node.content_hash, node.seq, node.last_report_at = new, digest, session.seq, now
-        update = NodeUpdate(node=session.node, at=now, changes=changes, last_report_at=now)
+        update = NodeUpdate(
+            node=session.node, at=now, changes=changes, last_report_at=now, history=not starting
+        )
         if first:
             node.connected, node.session_id = True, session.id
             node.boot_id, node.agent_version = session.boot_id, session.agent_version

@@ -4,7 +4,7 @@ Pure evaluation in `evaluate`, open/close bookkeeping in `engine`; no web or dat
 """
 
 from aggregator.drift.engine import Baseline, DriftEngine, Transitions
-from aggregator.drift.evaluate import pool_majorities
+from aggregator.drift.evaluate import PoolTally, pool_majorities
 from aggregator.drift.model import KINDS, SEVERITIES, DriftFinding, Observation
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "DriftEngine",
     "DriftFinding",
     "Observation",
+    "PoolTally",
     "Transitions",
     "pool_majorities",
 ]

@@ -107,19 +107,55 @@ def _show(reading: Reading | None) -> str:
     return str(reading.value) if reading.status == "ok" else f"({reading.status})"
 
 
+class PoolTally:
+    """How many members of one pool have each value of each pool fact, kept incrementally.
+
+    A member's change costs O(pool facts), not O(members), so a 10,000-node reconnect storm
+    does not re-read every pool mate on every arrival.
+    """
+
+    def __init__(self, rule: PoolRule):
+        self._rule = rule
+        self._members: dict[str, dict[str, str]] = {}
+        self._counts: dict[str, Counter[str]] = {f.component: Counter() for f in rule.facts}
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def add(self, node: str, facts: Facts) -> None:
+        """Count `node` with the pool facts it has now (replacing what it had)."""
+        self.discard(node)
+        values = {f.component: v for f in self._rule.facts if (v := _value(facts, f.fact))}
+        self._members[node] = values
+        for component, value in values.items():
+            self._counts[component][value] += 1
+
+    def discard(self, node: str) -> None:
+        for component, value in self._members.pop(node, {}).items():
+            self._counts[component][value] -= 1
+            if not self._counts[component][value]:
+                del self._counts[component][value]
+
+    def majorities(self) -> dict[str, str]:
+        """Per pool fact, the value a strict majority has (none on a tie or a small pool)."""
+        members = len(self._members)
+        if members < self._rule.min_nodes:
+            return {}
+        out = {}
+        for component, counts in self._counts.items():
+            if counts:
+                value, n = counts.most_common(1)[0]
+                if n * 2 > members:
+                    out[component] = value
+        return out
+
+
 def pool_majorities(members: Iterable[Facts], rule: PoolRule) -> dict[str, str]:
-    """Per pool fact, the value a strict majority of the members has (none on a tie)."""
-    members = list(members)
-    if len(members) < rule.min_nodes:
-        return {}
-    out = {}
-    for fact in rule.facts:
-        counts = Counter(v for m in members if (v := _value(m, fact.fact)) is not None)
-        if counts:
-            value, n = counts.most_common(1)[0]
-            if n * 2 > len(members):
-                out[fact.component] = value
-    return out
+    """The majorities of a pool with these members' facts."""
+    tally = PoolTally(rule)
+    for i, facts in enumerate(members):
+        tally.add(str(i), facts)
+    return tally.majorities()
 
 
 def pool(facts: Facts, majorities: Mapping[str, str], rules: DriftRules) -> list[Observation]:

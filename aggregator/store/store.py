@@ -47,9 +47,10 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from aggregator.drift.engine import Baseline
 from aggregator.drift.model import DriftFinding
+from aggregator.validation.model import ValidationRun
 from plumb.facts import MAX_VALUE_CHARS, Reading, Status
 
-from . import drift
+from . import drift, validation
 from .models import (
     IDENTITY_CHARS,
     NODE_NAME_CHARS,
@@ -104,6 +105,8 @@ class NodeUpdate:
     boot_id: str | None = None
     agent_version: str | None = None
     last_report_at: datetime | None = None
+    # False: write `changes` to the current facts only, not as history rows.
+    history: bool = True
     # Drift transitions decided for this node, and its newly accepted baseline.
     opened: tuple[DriftFinding, ...] = ()
     closed: tuple[DriftFinding, ...] = ()
@@ -196,8 +199,9 @@ class Store:
                 conn.execute(self._upsert_nodes(shape), [_node_params(u) for u in group])
             for removed, group in groupby(changes, key=lambda uc: uc[1].new is None):
                 self._write_facts(conn, removed, [(u.node, c) for u, c in group])
-            if changes:
-                conn.execute(insert(_changes), [_change_params(u, c) for u, c in changes])
+            rows = [_change_params(u, c) for u, c in changes if u.history]
+            if rows:
+                conn.execute(insert(_changes), rows)
             drift.write(
                 conn,
                 self._upsert,
@@ -205,7 +209,7 @@ class Store:
                 [f for u in updates for f in u.closed],
                 [(u.node, u.baseline) for u in updates if u.baseline is not None],
             )
-        return len(changes)
+        return len(rows)
 
     def load_drift(self) -> tuple[list[DriftFinding], dict[str, Baseline]]:
         """Open drift findings and every baseline, for the aggregator's start."""
@@ -253,6 +257,21 @@ class Store:
         return [
             HistoryEntry(row.path, _reading(row.old), _reading(row.new), row.at) for row in rows
         ]
+
+    def save_validation(self, run: ValidationRun) -> None:
+        """Write a validation run and its results (again, replacing them, if already there)."""
+        with _errors("writing a validation run", self._engine), self._engine.begin() as conn:
+            validation.save(conn, self._upsert, run)
+
+    def validation(self, run_id: str) -> ValidationRun | None:
+        """A stored validation run with its results, or None."""
+        with _errors("reading a validation run", self._engine), self._engine.connect() as conn:
+            return validation.load(conn, run_id)
+
+    def validation_ids(self, limit: int = 20) -> list[str]:
+        """Ids of the newest stored validation runs."""
+        with _errors("listing validation runs", self._engine), self._engine.connect() as conn:
+            return validation.recent_ids(conn, limit)
 
     def node_exists(self, node: str) -> bool:
         """Whether ``node`` has ever reported."""

@@ -114,11 +114,10 @@ async def test_a_delta_with_an_unknown_path_closes_the_stream(aggregator, channe
         await call.read()
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "unknown fact path" in err.value.details()
-    paths = until(
-        lambda: {c["path"] for c in aggregator.json("/v1/nodes/raw-4/history")} or None,
-        what="the first facts in history",
-    )
-    assert paths == set(FACTS)
+    node = aggregator.json("/v1/nodes/raw-4")
+    assert "warp_drive" not in node["facts"]["gpus"][0]
+    assert node["content_hash"] == wire.content_hash(FACTS)
+    assert aggregator.json("/v1/nodes/raw-4/history") == []  # first facts are no change
 
 
 async def test_an_oversized_message_closes_the_stream_and_stores_nothing(aggregator, channel):

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from aggregator.drift import DriftEngine, pool_majorities
+from aggregator.drift import DriftEngine, PoolTally, pool_majorities
 from aggregator.recipes import infer_criteria, load_catalog, resolve
 from plumb.facts import Reading
 
@@ -175,3 +175,16 @@ def test_restored_findings_that_still_hold_keep_their_identity(engine):
     result = evaluate(restarted, h100_facts(**{"driver.driver_version": "595.45.04"}))
     assert not result.opened and not result.closed and result.baseline is None
     assert {f.id for f in restarted.open_findings()} == {f.id for f in opened}
+
+
+def test_the_pool_tally_follows_members_as_they_change_and_leave():
+    tally = PoolTally(CATALOG.drift.pool)
+    for name in ("a", "b", "c"):
+        tally.add(name, h100_facts())
+    assert tally.majorities()["driver"] == RECIPE_DRIVER
+    tally.add("a", h100_facts(**{"driver.driver_version": "580.95.05"}))
+    tally.add("b", h100_facts(**{"driver.driver_version": "580.95.05"}))
+    assert tally.majorities()["driver"] == "580.95.05"
+    tally.discard("a")
+    assert tally.majorities() == {}  # two members left: below min_nodes
+    assert len(tally) == 2

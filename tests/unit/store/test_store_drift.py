@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import create_engine, text
 
 import aggregator.store.store as store_module
 from aggregator.drift import Baseline, DriftFinding
@@ -64,28 +64,46 @@ def test_baselines_round_trip_and_replace(store: Store):
     assert store.load_drift()[1]["n1"].gpu_count == 7
 
 
-def test_upgrading_a_0001_database_keeps_its_rows(tmp_path: Path):
-    path = tmp_path / "old.db"
-    url = f"sqlite:///{path}"
+def test_upgrading_a_0001_database_keeps_its_rows(url: str):
     config = Config()
     config.set_main_option(
         "script_location", str(Path(store_module.__file__).with_name("migrations"))
     )
     config.set_main_option("sqlalchemy.url", url)
     command.upgrade(config, "0001")
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "INSERT INTO nodes VALUES ('old-node', 'b', 'v', 0, '2026-01-01 00:00:00', NULL)"
-        )
-        db.execute("INSERT INTO facts VALUES ('old-node', 'host.kernel', 'ok', '\"6.8\"', NULL)")
-        db.execute(
-            "INSERT INTO fact_changes (node, path, old, new, at) VALUES ('old-node', "
-            '\'host.kernel\', NULL, \'{"status":"ok","value":"6.8"}\', '
-            "'2026-01-01 00:00:00')"
-        )
+    engine = create_engine(url)
+    try:
+        with engine.begin() as db:
+            for i in range(3):
+                db.execute(
+                    text(
+                        "INSERT INTO nodes VALUES"
+                        " (:n, 'b', 'v', false, '2026-01-01 00:00:00', NULL)"
+                    ),
+                    {"n": f"other-{i}"},
+                )
+            db.execute(
+                text(
+                    "INSERT INTO nodes VALUES"
+                    " ('old-node', 'b', 'v', false, '2026-01-01 00:00:00', NULL)"
+                )
+            )
+            db.execute(
+                text("INSERT INTO facts VALUES ('old-node', 'host.kernel', 'ok', '\"6.8\"', NULL)")
+            )
+            db.execute(
+                text(
+                    "INSERT INTO fact_changes (node, path, old, new, at) VALUES ('old-node', "
+                    '\'host.kernel\', NULL, \'{"status":"ok","value":"6.8"}\', '
+                    "'2026-01-01 00:00:00')"
+                )
+            )
+    finally:
+        engine.dispose()
     store = Store(url)  # upgrades to head
     try:
-        (node,) = store.load()
+        assert [n.name for n in store.load()] == ["old-node", "other-0", "other-1", "other-2"]
+        node = store.load()[0]
         assert node.facts == {"host.kernel": Reading.ok("6.8")}
         assert [h.path for h in store.history("old-node")] == ["host.kernel"]
         store.apply(
@@ -101,3 +119,12 @@ def test_upgrading_a_0001_database_keeps_its_rows(tmp_path: Path):
         assert len(store.findings(node="old-node")) == 1
     finally:
         store.close()
+
+
+def test_an_update_without_history_sets_facts_but_writes_no_change_rows(store: Store):
+    first = NodeUpdate(
+        node="n1", at=T0, history=False, changes=(Change("host.kernel", None, Reading.ok("6.8")),)
+    )
+    assert store.apply([first]) == 0
+    assert store.load()[0].facts == {"host.kernel": Reading.ok("6.8")}
+    assert store.history("n1") == []
