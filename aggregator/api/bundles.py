@@ -10,27 +10,16 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from aggregator.api.nodes import get_core
+from aggregator.api.recipes import CriteriaIn
 from aggregator.bundle import BundleOptions, Recipe, build, parse_recipe
 from aggregator.core import Core
 from aggregator.errors import InvalidInput
-from aggregator.recipes import Criteria
 
 router = APIRouter(prefix="/v1", tags=["bundles"])
 
 CoreDep = Annotated[Core, Depends(get_core)]
 Texts = Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=256)]
 MEDIA = {"tar.gz": "application/gzip", "zip": "application/zip"}
-
-
-class CriteriaIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    service: str = "any"
-    accelerator: str = "any"
-    os: str = "any"
-    intent: str = "any"
-    platform: str = "any"
-    nodes: int = Field(default=0, ge=0)
 
 
 class BundleIn(BaseModel):
@@ -77,7 +66,7 @@ async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
         recipe = Recipe.of(core.recipe_for_node(body.node))
         facts = core.node(body.node).facts
     elif body.criteria is not None:
-        recipe = Recipe.of(core.recipe_for_criteria(Criteria(**body.criteria.model_dump())))
+        recipe = Recipe.of(core.recipe_for_criteria(body.criteria.criteria()))
     else:
         recipe = parse_recipe(body.recipe, core.catalog)  # type: ignore[arg-type]
     bundle = await asyncio.to_thread(
