@@ -13,11 +13,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import pynvml
 from pydantic import ValidationError
 
 from agent import __version__
+from agent.checks import CheckContext, CheckRunner
+from agent.checks.conformance import pci_scan
 from agent.collect import Sources, collect_all, real_sources
-from agent.profile import ProfileError
+from agent.profile import ProfileError, read_profile
 from agent.settings import AgentSettings
 from agent.simulate import Simulation
 from agent.stream import Collect, Identity, StreamClient
@@ -73,16 +76,45 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
 
 def make_source(settings: AgentSettings) -> tuple[str, Collect]:
     """The node name and a zero-argument collector: simulated from a profile, or this host."""
+    node, collect, _ = make_node(settings)
+    return node, collect
+
+
+def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
+    """The node name, its collector, and what its checks read: simulated or this host."""
     if settings.simulate:
         node = settings.node_name or f"sim-{Path(settings.simulate).stem}"
         workdir = settings.sim_workdir or Path(tempfile.mkdtemp(prefix=f"plumb-sim-{node}-"))
         sim = Simulation(settings.simulate, node, workdir)
-        return node, lambda: collect_all(sim.sources())
+
+        def collect() -> dict[str, wire.Reading]:
+            return collect_all(sim.sources())
+
+        ctx = CheckContext(
+            collect=collect,
+            nvml=sim.sources().nvml,
+            # A simulated host has no PCI bus: it holds what its profile says.
+            pci_gpu_count=lambda: read_profile(sim.profile_path).gpus.count,
+            simulated=True,
+            simulated_figures=lambda: read_profile(sim.profile_path).benchmarks,
+        )
+        return node, collect, ctx
     sources: Sources = real_sources(settings.host_root, tuple(settings.library_dirs))
-    return settings.node_name or socket.gethostname(), lambda: collect_all(sources)
+
+    def collect_host() -> dict[str, wire.Reading]:
+        return collect_all(sources)
+
+    ctx = CheckContext(
+        collect=collect_host,
+        nvml=pynvml,
+        pci_gpu_count=lambda: pci_scan(settings.host_root / "sys"),
+    )
+    return settings.node_name or socket.gethostname(), collect_host, ctx
 
 
-async def run(settings: AgentSettings, node: str, collect: Collect) -> None:
+async def run(
+    settings: AgentSettings, node: str, collect: Collect, checks: CheckContext | None = None
+) -> None:
     """Stream until SIGTERM or SIGINT."""
     facts = await asyncio.to_thread(collect)
     boot = facts.get("host.boot_id")
@@ -95,7 +127,8 @@ async def run(settings: AgentSettings, node: str, collect: Collect) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    client = StreamClient(settings.aggregator, identity, collect, settings.stream)
+    runner = CheckRunner(checks) if checks is not None else None
+    client = StreamClient(settings.aggregator, identity, collect, settings.stream, runner)
     log.info("agent started", extra={"node": node, "aggregator": settings.aggregator})
     await client.run(stop)
     log.info("agent stopped", extra={"node": node})
@@ -110,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level)
     try:
-        node, collect = make_source(settings)
+        node, collect, checks = make_node(settings)
         if args.once:
             facts = collect()
             json.dump({"node_name": node, "facts": wire.nest(facts)}, sys.stdout, indent=2)
@@ -119,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"plumb-agent: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(run(settings, node, collect))
+    asyncio.run(run(settings, node, collect, checks))
     return 0
 
 

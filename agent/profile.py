@@ -190,6 +190,18 @@ class Profile(_Model):
     cuda: CudaSpec = CudaSpec()
     nccl: dict[HostPath, str] = {}  # libnccl path -> version ("2.21.5")
     gpus: Gpus
+    # What this node's benchmarks measure, by check id (e.g. nccl-allreduce: 120.0 GB/s),
+    # reported as simulated; a benchmark absent here is skipped as `simulated node`.
+    benchmarks: dict[
+        Literal[
+            "matmul-bf16",
+            "matmul-fp16",
+            "memory-bandwidth",
+            "host-device-bandwidth",
+            "nccl-allreduce",
+        ],
+        PositiveFloat,
+    ] = {}
 
     def gpu_spec(self, index: int) -> GpuSpec:
         """GPU `index`: the template with that index's overrides merged in, validated."""

@@ -17,13 +17,16 @@ from dataclasses import dataclass
 
 import grpc
 
+from agent.checks import CheckRunner
 from agent.settings import StreamSettings
 from plumb import facts as wire
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES = ("facts.delta.v1",)
+CAPABILITIES = ("facts.delta.v1", "checks.v1")
+# RunChecks requests queued behind the one running; more are answered `error` at once.
+_MAX_PENDING_CHECK_REQUESTS = 8
 
 Collect = Callable[[], dict[str, wire.Reading]]
 
@@ -40,8 +43,16 @@ class Identity:
 class StreamClient:
     """Keeps one node's facts mirrored at the aggregator until `stop` is set."""
 
-    def __init__(self, target: str, identity: Identity, collect: Collect, settings: StreamSettings):
+    def __init__(
+        self,
+        target: str,
+        identity: Identity,
+        collect: Collect,
+        settings: StreamSettings,
+        checks: CheckRunner | None = None,
+    ):
         self._target = target
+        self._checks = checks
         self._identity = identity
         self._collect = collect
         self._settings = settings
@@ -105,14 +116,18 @@ class StreamClient:
         self.connections += 1
         log.info("stream opened", extra={"session": welcome.session_id, "target": self._target})
         self._resync.clear()
+        # The reporter and the check task both write; gRPC allows one write at a time.
+        self._write_lock = asyncio.Lock()
+        self._check_requests: asyncio.Queue = asyncio.Queue(maxsize=_MAX_PENDING_CHECK_REQUESTS)
         reader = asyncio.create_task(self._read(call))
         reporter = asyncio.create_task(self._report(call, stop))
+        checker = asyncio.create_task(self._run_checks(call))
         try:
             done, _ = await asyncio.wait({reader, reporter}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (reader, reporter):
+            for task in (reader, reporter, checker):
                 task.cancel()
-            await asyncio.gather(reader, reporter, return_exceptions=True)
+            await asyncio.gather(reader, reporter, checker, return_exceptions=True)
             call.cancel()
         for task in done:
             task.result()  # re-raise what ended the session, if it failed
@@ -127,14 +142,60 @@ class StreamClient:
                 log.info("resync requested", extra={"reason": msg.resync.reason})
                 self._resync.set()
             elif kind == "run_checks":
-                log.warning("checks not supported", extra={"request": msg.run_checks.request_id})
+                try:
+                    self._check_requests.put_nowait(msg.run_checks)
+                except asyncio.QueueFull:
+                    log.warning("check requests full", extra={"request": msg.run_checks.request_id})
+                    await self._refuse(call, msg.run_checks, "agent has too many check requests")
+
+    async def _send(self, call: grpc.aio.StreamStreamCall, msg: agent_pb2.ConnectRequest) -> None:
+        async with self._write_lock:
+            await call.write(msg)
+
+    async def _run_checks(self, call: grpc.aio.StreamStreamCall) -> None:
+        """Run each RunChecks request's checks in order, answering each as it finishes."""
+        while True:
+            request = await self._check_requests.get()
+            if self._checks is None:
+                await self._refuse(call, request, "this agent runs no checks")
+                continue
+            specs = [(c.id, dict(c.parameters), c.timeout_s) for c in request.checks] or [
+                (check_id, {}, None) for check_id in request.check_ids
+            ]
+            log.info("running checks", extra={"request": request.request_id, "n": len(specs)})
+            ctx = self._checks.request_context()
+            for check_id, params, timeout_s in specs:
+                timed = await self._checks.run(check_id, params, timeout_s, ctx)
+                out = timed.outcome
+                result = agent_pb2.CheckResult(
+                    request_id=request.request_id,
+                    check_id=check_id,
+                    status=out.status,
+                    message=out.message,
+                    unit=out.unit,
+                    duration_s=timed.duration_s,
+                    details=dict(out.details),
+                )
+                if out.value is not None:
+                    result.value = out.value
+                await self._send(call, agent_pb2.ConnectRequest(check_result=result))
+
+    async def _refuse(
+        self, call: grpc.aio.StreamStreamCall, request: agent_pb2.RunChecks, why: str
+    ) -> None:
+        ids = [c.id for c in request.checks] or list(request.check_ids)
+        for check_id in ids:
+            result = agent_pb2.CheckResult(
+                request_id=request.request_id, check_id=check_id, status="error", message=why
+            )
+            await self._send(call, agent_pb2.ConnectRequest(check_result=result))
 
     async def _report(self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event) -> None:
         """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat."""
         seq = 1  # seq of the last facts message; heartbeats repeat it
         facts = await asyncio.to_thread(self._collect)
         digest = wire.content_hash(facts)
-        await call.write(_full(seq, digest, facts))
+        await self._send(call, _full(seq, digest, facts))
         last_sent = time.monotonic()
         while True:
             await _first_of(stop, self._resync, timeout_s=self._settings.poll_interval_s)
@@ -145,17 +206,18 @@ class StreamClient:
                 self._resync.clear()
                 seq += 1
                 digest = wire.content_hash(current)
-                await call.write(_full(seq, digest, current))
+                await self._send(call, _full(seq, digest, current))
             elif current != facts:
                 seq += 1
                 changed, removed = wire.diff(facts, current)
                 digest = wire.content_hash(current)
-                await call.write(_delta(seq, digest, changed, removed))
+                await self._send(call, _delta(seq, digest, changed, removed))
             elif time.monotonic() - last_sent >= self._heartbeat_s:
-                await call.write(
+                await self._send(
+                    call,
                     agent_pb2.ConnectRequest(
                         heartbeat=agent_pb2.Heartbeat(seq=seq, content_hash=digest)
-                    )
+                    ),
                 )
             else:
                 continue

@@ -10,18 +10,20 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.engine import make_url
 
-from aggregator.drift import Baseline, DriftEngine, DriftFinding
+from aggregator import __version__, aicr
+from aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
 from aggregator.errors import NotFound, Unavailable
-from aggregator.evaluation import Evaluator
+from aggregator.evaluation import Evaluator, pool_name
 from aggregator.ingest import Ingest, utcnow
-from aggregator.metrics import build_registry
+from aggregator.metrics import Metrics, build_registry, exposition
 from aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
 from aggregator.settings import AggregatorSettings
 from aggregator.state import LiveState, NodeState, NodeSummary
 from aggregator.store import HistoryEntry, Store, StoreError, Writer
+from aggregator.validation import ValidationRun, Validator
 from plumb import facts as wire
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,14 @@ class Core:
     catalog: Catalog
     recipes: ResolutionCache
     evaluator: Evaluator
+    validator: Validator
+    metrics: Metrics | None = None
+
+    def metrics_page(self) -> bytes:
+        """The /metrics page: registry families and the cached per-node series."""
+        if self.metrics is None:
+            return generate_latest(self.registry)
+        return exposition(self.registry, self.metrics)
 
     def recipe_for_node(self, name: str) -> Resolution:
         """The recipe resolved from the node's live facts."""
@@ -108,6 +118,86 @@ class Core:
         except StoreError as exc:
             raise Unavailable(str(exc), hint="history needs the database; retry shortly") from exc
 
+    def overview(self, node: NodeState) -> dict:
+        """What lists show beside a node's summary: its pool, NCCL, CUDA runtime, findings.
+
+        `pool` is the node's resolved criteria (`service/accelerator/os/intent/platform`);
+        `findings` counts open drift findings by severity; `drifted` is true while any is open.
+        """
+        resolution = self.evaluator.resolutions.get(node.name)
+        counts = dict.fromkeys(SEVERITIES, 0)
+        for f in self.evaluator.drift.open_findings(node.name):
+            counts[f.severity] += 1
+        return {
+            "pool": pool_name(resolution) if resolution is not None else None,
+            "nccl_version": node.derived("nccl_version", _nccl_version),
+            "cuda_runtime_version": node.derived("cuda_runtime_version", _cuda_runtime_version),
+            "findings": counts,
+            "drifted": any(counts.values()),
+        }
+
+    def node_rows(self, *, pool: str | None = None, drifted: bool | None = None) -> list[dict]:
+        """Every node's summary and overview as JSON, optionally only one pool or drift state."""
+        rows = []
+        for n in self.state.nodes():
+            row = {**summary_json(NodeSummary.of(n)), **self.overview(n)}
+            if pool is not None and row["pool"] != pool:
+                continue
+            if drifted is not None and row["drifted"] != drifted:
+                continue
+            rows.append(row)
+        return rows
+
+    def aicr_snapshots(self, node: str | None = None) -> list[dict]:
+        """AICR Snapshot documents: one for `node`, else one per known node, by name."""
+        nodes = [self.node(node)] if node is not None else list(self.state.nodes())
+        at = utcnow()
+        out = []
+        for n in nodes:
+            r = self.evaluator.resolutions.get(n.name)
+            out.append(
+                aicr.snapshot(
+                    n.name,
+                    n.facts,
+                    at=at,
+                    version=f"plumb-{__version__}",
+                    service=r.criteria.service if r else "any",
+                    accelerator=r.criteria.accelerator if r else "any",
+                    node_count=len(self.state),
+                )
+            )
+        return out
+
+    def start_validation(
+        self,
+        *,
+        phases: tuple[str, ...] = (),
+        nodes: tuple[str, ...] = (),
+        checks: tuple[str, ...] = (),
+        deadline_s: float | None = None,
+    ) -> ValidationRun:
+        """Start a validation run in the background; InvalidInput / NotFound say what is wrong."""
+        return self.validator.start(
+            phases=phases, nodes=nodes, checks=checks, deadline_s=deadline_s
+        )
+
+    async def validation(self, run_id: str) -> ValidationRun:
+        """A validation run, running or finished (from memory, else from the store)."""
+        run = self.validator.get(run_id)
+        if run is not None:
+            return run
+        try:
+            run = await asyncio.to_thread(self.store.validation, run_id)
+        except StoreError as exc:
+            raise Unavailable(str(exc), hint="older runs are read from the database") from exc
+        if run is None:
+            raise NotFound(f"no validation run {run_id!r}", hint="GET /v1/validations lists them")
+        return run
+
+    def validations(self) -> list[ValidationRun]:
+        """Recent validation runs held in memory, newest first."""
+        return self.validator.recent()
+
     def snapshot(self) -> dict:
         """The whole cluster: every node's summary and nested facts."""
         return {
@@ -140,6 +230,26 @@ def summary_json(s: NodeSummary) -> dict:
         "kernel": s.kernel,
         "os": s.os,
     }
+
+
+def _nccl_version(node: NodeState) -> str | None:
+    return _distinct(node, "nccl.libraries", "version")
+
+
+def _cuda_runtime_version(node: NodeState) -> str | None:
+    return _distinct(node, "cuda.runtimes", "version")
+
+
+def _distinct(node: NodeState, prefix: str, leaf: str) -> str | None:
+    """The distinct ok values of `prefix[i].leaf`, sorted and joined by ", "."""
+    found = sorted(
+        {
+            str(r.value)
+            for p, r in node.facts.items()
+            if p.startswith(prefix + "[") and p.endswith("]." + leaf) and r.status == "ok"
+        }
+    )
+    return ", ".join(found) or None
 
 
 async def open_core(settings: AggregatorSettings) -> Core:
@@ -176,11 +286,62 @@ async def open_core(settings: AggregatorSettings) -> Core:
         state, recipes, settings.recipes, drift, writer.submit, metrics.drift.count, utcnow
     )
     metrics.drift.watch(evaluator)
+    metrics.nodes.watch(evaluator)
     ingest.on_facts = evaluator.node_changed
     for node in state.nodes():
         evaluator.node_changed(node)  # restored findings that still hold keep their timestamps
     log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})
-    return Core(settings, state, store, writer, ingest, registry, catalog, recipes, evaluator)
+    validator = _validator(settings, catalog, state, evaluator, ingest, store)
+    metrics.validation.watch(validator)
+    return Core(
+        settings,
+        state,
+        store,
+        writer,
+        ingest,
+        registry,
+        catalog,
+        recipes,
+        evaluator,
+        validator,
+        metrics,
+    )
+
+
+def _validator(
+    settings: AggregatorSettings,
+    catalog: Catalog,
+    state: LiveState,
+    evaluator: Evaluator,
+    ingest: Ingest,
+    store: Store,
+) -> Validator:
+    """Validation wired to the agents' streams (out and back) and to the store."""
+
+    def baseline_gpus(node: str) -> int | None:
+        base = evaluator.drift.baselines.get(node)
+        return base.gpu_count if base is not None else None
+
+    async def save(run: ValidationRun) -> None:
+        await asyncio.to_thread(store.save_validation, run)
+
+    v = settings.validation
+    validator = Validator(
+        catalog,
+        state,
+        evaluator.resolution,
+        baseline_gpus,
+        ingest.send,
+        save,
+        utcnow,
+        max_parallel_nodes=v.max_parallel_nodes,
+        grace_s=v.grace_s,
+        default_deadline_s=v.default_deadline_s,
+        keep_runs=v.keep_runs,
+    )
+    ingest.on_check_result = validator.check_result
+    ingest.on_stream_closed = validator.stream_closed
+    return validator
 
 
 def _redact(url: str) -> str:

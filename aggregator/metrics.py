@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Info
+from prometheus_client import CollectorRegistry, Counter, Info, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
-    InfoMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from aggregator import __version__
 from aggregator.drift import SEVERITIES, Transitions
@@ -26,8 +26,18 @@ from aggregator.store import Writer
 
 if TYPE_CHECKING:
     from aggregator.evaluation import Evaluator
+    from aggregator.state import NodeState
+    from aggregator.validation import ValidationRun, Validator
 
-__all__ = ["DriftMetrics", "IngestMetrics", "Metrics", "build_registry"]
+__all__ = [
+    "DriftMetrics",
+    "IngestMetrics",
+    "Metrics",
+    "NodeSeries",
+    "ValidationMetrics",
+    "build_registry",
+    "exposition",
+]
 
 
 class IngestMetrics:
@@ -64,65 +74,169 @@ class IngestMetrics:
         )
 
 
-class NodeCollector(Collector):
-    """Per-node and per-GPU series, straight from live state at scrape time."""
+class NodeSeries:
+    """Per-node and per-GPU series, rendered as exposition text with each node's lines cached.
+
+    A scrape used to rebuild every node's summary and every GPU's labels, and format every
+    sample through prometheus_client: ~1.6 s at 10,000 nodes, on the event loop. A node's
+    lines only change with its facts, its connection, its findings or its recipe, so they
+    are kept per node under those keys; a scrape re-renders only the nodes that changed,
+    formats each node's last-report timestamp, and joins the rest.
+    """
+
+    # (name, help, type) in the order rendered; _info families are gauges in this format.
+    FAMILIES = (
+        ("plumb_node_info", "GPU software stack per node.", "gauge"),
+        ("plumb_agent_connected", "1 while the node's agent has a stream open.", "gauge"),
+        (
+            "plumb_node_last_report_timestamp_seconds",
+            "When the node's agent last reported (facts or heartbeat).",
+            "gauge",
+        ),
+        ("plumb_gpu_info", "Each GPU of each node.", "gauge"),
+        ("plumb_node_findings", "Open drift findings per node.", "gauge"),
+        ("plumb_node_recipe_info", "The recipe each node resolves to.", "gauge"),
+    )
 
     def __init__(self, state: LiveState):
         self._state = state
+        self._evaluator: Evaluator | None = None
+        self._cache: dict[str, _NodeLines] = {}
 
-    def collect(self) -> Iterator[Metric]:
-        info = InfoMetricFamily(
-            "plumb_node",
-            "GPU software stack per node.",
-            labels=[
-                "node",
-                "driver_version",
-                "cuda_driver_version",
-                "gpu_product",
-                "gpu_count",
-                "kernel",
-                "os",
-            ],
-        )
-        connected = GaugeMetricFamily(
-            "plumb_agent_connected", "1 while the node's agent has a stream open.", labels=["node"]
-        )
-        last = GaugeMetricFamily(
-            "plumb_node_last_report_timestamp_seconds",
-            "When the node's agent last reported (facts or heartbeat).",
-            labels=["node"],
-        )
-        gpus = InfoMetricFamily(
-            "plumb_gpu", "Each GPU of each node.", labels=["node", "gpu", "uuid", "product"]
-        )
+    def watch(self, evaluator: Evaluator) -> None:
+        """Read findings and recipes from `evaluator` from now on."""
+        self._evaluator = evaluator
+
+    def render(self) -> bytes:
+        """The six node families as text exposition format 0.0.4."""
+        ev = self._evaluator
+        per_node: dict[str, dict[str, int]] = {}
+        if ev is not None:
+            for f in ev.drift.open_findings():
+                sev = per_node.setdefault(f.node, {})
+                sev[f.severity] = sev.get(f.severity, 0) + 1
+        parts: list[list[str]] = [[] for _ in self.FAMILIES]
+        info, connected, last, gpus, counts, recipes = parts
+        cache: dict[str, _NodeLines] = {}
         for node in self._state.nodes():
-            s = NodeSummary.of(node)
-            info.add_metric(
-                [
-                    s.name,
-                    s.driver_version or "",
-                    s.cuda_driver_version or "",
-                    s.gpu_product or "",
-                    str(s.gpu_count),
-                    s.kernel or "",
-                    s.os or "",
-                ],
-                {},
-            )
-            connected.add_metric([s.name], 1.0 if s.connected else 0.0)
-            if s.last_report_at is not None:
-                last.add_metric([s.name], s.last_report_at.timestamp())
-            for i in range(s.gpu_count):
-                gpus.add_metric(
-                    [
-                        s.name,
-                        str(node.value(f"gpus[{i}].index")),
-                        str(node.value(f"gpus[{i}].uuid") or ""),
-                        str(node.value(f"gpus[{i}].name") or ""),
-                    ],
-                    {},
+            lines = self._cache.get(node.name)
+            # The hash names the content: a resent FullFacts is a new dict, not new lines.
+            facts_key = (node.content_hash or id(node.facts), node.connected)
+            if lines is None or lines.facts_key != facts_key:
+                lines = _NodeLines.of(node, facts_key)
+            resolution = ev.resolutions.get(node.name) if ev is not None else None
+            found = tuple(per_node.get(node.name, {}).get(s, 0) for s in SEVERITIES)
+            if lines.drift_key is None or lines.drift_key != (resolution, found):
+                lines.render_drift(resolution, found, ev is not None)
+            cache[node.name] = lines
+            info.append(lines.info)
+            connected.append(lines.connected)
+            if node.last_report_at is not None:
+                last.append(
+                    f"{lines.last_prefix}{floatToGoString(node.last_report_at.timestamp())}\n"
                 )
-        yield from (info, connected, last, gpus)
+            gpus.append(lines.gpus)
+            counts.append(lines.findings)
+            recipes.append(lines.recipe)
+        self._cache = cache
+        out = []
+        for (name, doc, kind), body in zip(self.FAMILIES, parts, strict=True):
+            out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
+            out.extend(body)
+        return "".join(out).encode()
+
+
+class _NodeLines:
+    """One node's rendered lines and the keys they were rendered under."""
+
+    __slots__ = (
+        "connected",
+        "drift_key",
+        "facts_key",
+        "findings",
+        "gpus",
+        "info",
+        "last_prefix",
+        "name",
+        "node",
+        "recipe",
+    )
+
+    @classmethod
+    def of(cls, node: NodeState, facts_key: tuple) -> _NodeLines:
+        s = NodeSummary.of(node)
+        lines = cls()
+        lines.node, lines.name = s.name, _esc(s.name)
+        lines.facts_key = facts_key
+        lines.drift_key = None
+        lines.findings = lines.recipe = ""
+        lines.info = _line(
+            "plumb_node_info",
+            {
+                "node": s.name,
+                "driver_version": s.driver_version or "",
+                "cuda_driver_version": s.cuda_driver_version or "",
+                "gpu_product": s.gpu_product or "",
+                "gpu_count": str(s.gpu_count),
+                "kernel": s.kernel or "",
+                "os": s.os or "",
+            },
+            1.0,
+        )
+        lines.connected = _line(
+            "plumb_agent_connected", {"node": s.name}, 1.0 if s.connected else 0.0
+        )
+        lines.last_prefix = f'plumb_node_last_report_timestamp_seconds{{node="{lines.name}"}} '
+        lines.gpus = "".join(
+            _line(
+                "plumb_gpu_info",
+                {
+                    "node": s.name,
+                    "gpu": str(node.value(f"gpus[{i}].index")),
+                    "uuid": str(node.value(f"gpus[{i}].uuid") or ""),
+                    "product": str(node.value(f"gpus[{i}].name") or ""),
+                },
+                1.0,
+            )
+            for i in range(s.gpu_count)
+        )
+        return lines
+
+    def render_drift(self, resolution: object, found: tuple[int, ...], evaluating: bool) -> None:
+        self.drift_key = (resolution, found)
+        if not evaluating:
+            return
+        self.findings = "".join(
+            f'plumb_node_findings{{node="{self.name}",severity="{_esc(sev)}"}} '
+            f"{floatToGoString(n)}\n"
+            for sev, n in zip(SEVERITIES, found, strict=True)
+        )
+        if resolution is None:
+            self.recipe = ""
+            return
+        c = resolution.criteria  # type: ignore[attr-defined]
+        self.recipe = _line(
+            "plumb_node_recipe_info",
+            {
+                "node": self.node,
+                "recipe_hash": resolution.content_hash[:12],  # type: ignore[attr-defined]
+                "service": c.service,
+                "accelerator": c.accelerator,
+                "os": c.os,
+                "intent": c.intent,
+            },
+            1.0,
+        )
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _line(name: str, labels: dict[str, str], value: float) -> str:
+    """One sample line, labels sorted by name as prometheus_client writes them."""
+    body = ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{body}}} {floatToGoString(value)}\n"
 
 
 class StoreCollector(Collector):
@@ -183,14 +297,6 @@ class DriftMetrics(Collector):
             "1 while a drift finding is open.",
             labels=["node", "kind", "component", "severity"],
         )
-        counts = GaugeMetricFamily(
-            "plumb_node_findings", "Open drift findings per node.", labels=["node", "severity"]
-        )
-        recipe = InfoMetricFamily(
-            "plumb_node_recipe",
-            "The recipe each node resolves to.",
-            labels=["node", "recipe_hash", "service", "accelerator", "os", "intent"],
-        )
         pools = GaugeMetricFamily(
             "plumb_pool_driver_versions",
             "Distinct driver versions among the nodes of a pool.",
@@ -198,26 +304,63 @@ class DriftMetrics(Collector):
         )
         ev = self._evaluator
         if ev is not None:
-            per_node: dict[str, dict[str, int]] = {}
             for f in ev.drift.open_findings():
                 drift.add_metric([f.node, f.kind, f.component, f.severity], 1.0)
-                sev = per_node.setdefault(f.node, {})
-                sev[f.severity] = sev.get(f.severity, 0) + 1
-            for node in self._state.nodes():
-                for severity in SEVERITIES:
-                    counts.add_metric(
-                        [node.name, severity], per_node.get(node.name, {}).get(severity, 0)
-                    )
-                r = ev.resolutions.get(node.name)
-                if r is not None:
-                    c = r.criteria
-                    recipe.add_metric(
-                        [node.name, r.content_hash[:12], c.service, c.accelerator, c.os, c.intent],
-                        {},
-                    )
             for pool, n in sorted(ev.pool_driver_versions().items()):
                 pools.add_metric([pool], n)
-        yield from (drift, counts, recipe, pools)
+        yield from (drift, pools)
+
+
+class ValidationMetrics(Collector):
+    """Runs by result, and each node's last result of each check and benchmark."""
+
+    # plumb_validation_check_status values; skip is left out (nothing was judged).
+    STATUS_VALUE = {"pass": 0, "warn": 1, "fail": 2, "error": 3}
+
+    def __init__(self, registry: CollectorRegistry):
+        self.runs = Counter(
+            "plumb_validation_runs",
+            "Validation runs finished, by result (passed or failed).",
+            ["result"],
+            registry=registry,
+        )
+        self._validator: Validator | None = None
+        registry.register(self)
+
+    def watch(self, validator: Validator) -> None:
+        self._validator = validator
+        validator.on_finished = self.finished
+
+    def finished(self, run: ValidationRun) -> None:
+        self.runs.labels(result=run.result or "failed").inc()
+
+    def collect(self) -> Iterator[Metric]:
+        status = GaugeMetricFamily(
+            "plumb_validation_check_status",
+            "Last result of each check on each node: 0 pass, 1 warn, 2 fail, 3 error.",
+            labels=["node", "check"],
+        )
+        value = GaugeMetricFamily(
+            "plumb_benchmark_value",
+            "Last figure each benchmark measured on each node, in `unit`.",
+            labels=["node", "benchmark", "unit"],
+        )
+        ratio = GaugeMetricFamily(
+            "plumb_benchmark_ratio_to_peak",
+            "Last benchmark figure as a fraction of the GPU's catalog peak.",
+            labels=["node", "benchmark"],
+        )
+        latest = self._validator.latest if self._validator is not None else {}
+        for (node, check), r in sorted(latest.items()):
+            if r.status in self.STATUS_VALUE:
+                status.add_metric([node, check], self.STATUS_VALUE[r.status])
+            if r.value is not None and r.unit:
+                value.add_metric([node, check, r.unit], r.value)
+            if r.ratio_to_peak is not None:
+                ratio.add_metric([node, check], r.ratio_to_peak)
+        yield status
+        yield value
+        yield ratio
 
 
 @dataclass(frozen=True)
@@ -226,12 +369,26 @@ class Metrics:
 
     ingest: IngestMetrics
     drift: DriftMetrics
+    validation: ValidationMetrics
+    nodes: NodeSeries
 
 
 def build_registry(state: LiveState, writer: Writer) -> tuple[CollectorRegistry, Metrics]:
-    """A fresh registry with build info, ingest, node, store and drift series."""
+    """A fresh registry with build info, ingest, store and drift series; node series beside it.
+
+    The per-node families are not in the registry: `exposition` appends them to its page.
+    """
     registry = CollectorRegistry()
     Info("plumb_build", "Plumb aggregator build.", registry=registry).info({"version": __version__})
-    registry.register(NodeCollector(state))
     registry.register(StoreCollector(writer))
-    return registry, Metrics(IngestMetrics(registry), DriftMetrics(registry, state))
+    return registry, Metrics(
+        IngestMetrics(registry),
+        DriftMetrics(registry, state),
+        ValidationMetrics(registry),
+        NodeSeries(state),
+    )
+
+
+def exposition(registry: CollectorRegistry, metrics: Metrics) -> bytes:
+    """The whole /metrics page: the registry's families, then the cached per-node ones."""
+    return generate_latest(registry) + metrics.nodes.render()

@@ -109,3 +109,190 @@ def drift_table(findings: list[dict]) -> Group:
         )
     notes = [f"[{n}] {text}" for text, n in fixes.items()]
     return Group(table, *notes)
+
+
+# --- the SRE's view: `plumb nodes`, `plumb node`, `plumb watch` -------------------------------
+
+
+def _now() -> datetime:
+    """The time ages are measured from; golden tests pin it."""
+    return datetime.now(UTC)
+
+
+def _findings_cell(counts: dict[str, int]) -> str:
+    """`1 critical, 2 warning`, coloured by severity; `-` when none is open."""
+    parts = [
+        f"[{_SEVERITY_STYLE[sev]}]{n} {sev}[/]"
+        for sev in ("critical", "warning", "info")
+        if (n := counts.get(sev, 0))
+    ]
+    return ", ".join(parts) or "[green]-[/]"
+
+
+def _gpus_cell(count: int, product: str | None) -> str:
+    return f"{count} × {(product or '?').removeprefix('NVIDIA ')}" if count else "-"
+
+
+def fleet_table(rows: list[dict]) -> Table:
+    """The `plumb nodes` table: pool, GPUs, stack versions, open findings, report age."""
+    drifted = sum(1 for r in rows if r.get("drifted"))
+    table = Table(title=f"{len(rows)} nodes, {drifted} drifted", title_justify="left")
+    table.add_column("NODE", no_wrap=True)
+    for col in ("POOL", "GPUS", "DRIVER", "CUDA", "NCCL", "FINDINGS", "REPORTED"):
+        table.add_column(col)
+    now = _now()
+    for r in rows:
+        age = _age(r["last_report_at"], now)
+        table.add_row(
+            r["name"],
+            r.get("pool") or "-",
+            _gpus_cell(r["gpu_count"], r["gpu_product"]),
+            r["driver_version"] or "-",
+            r["cuda_driver_version"] or "-",
+            r.get("nccl_version") or "-",
+            _findings_cell(r.get("findings") or {}),
+            age if r["connected"] else f"[red]{age} (down)[/]",
+        )
+    return table
+
+
+def _cell(reading: object) -> str:
+    """A fact reading for a table cell: its value, or why there is none."""
+    if not isinstance(reading, dict):
+        return "-"
+    if reading.get("status") != "ok":
+        return f"[dim]{reading.get('status')}[/]"
+    value = reading.get("value")
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _flat_facts(tree: dict, prefix: str = "") -> list[tuple[str, dict]]:
+    """(path, reading) for every non-GPU fact of a nested facts tree, in path order."""
+    out: list[tuple[str, dict]] = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if path == "gpus":
+            continue
+        if isinstance(value, dict) and "status" in value:
+            out.append((path, value))
+        elif isinstance(value, dict):
+            out.extend(_flat_facts(value, path + "."))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                out.extend(_flat_facts(item, f"{path}[{i}]."))
+    return out
+
+
+# (header, fact key(s)) of the per-GPU table; a pair shows `a/b`.
+_GPU_COLUMNS: list[tuple[str, tuple[str, ...]]] = [
+    ("#", ("index",)),
+    ("PRODUCT", ("name",)),
+    ("UUID", ("uuid",)),
+    ("PCI", ("pci_bus_id",)),
+    ("MEM GiB", ("memory_total_bytes",)),
+    ("TEMP °C", ("temperature_celsius",)),
+    ("ECC", ("ecc_mode_current",)),
+    ("ECC UNCORR", ("ecc_uncorrected_volatile",)),
+    ("MIG", ("mig_mode_current",)),
+    ("PCIE GEN", ("pcie_link_gen_current", "pcie_link_gen_max")),
+    ("PCIE WIDTH", ("pcie_link_width_current", "pcie_link_width_max")),
+    ("NVLINK UP", ("nvlink_links_up", "nvlink_links_total")),
+]
+
+
+def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
+    if keys == ("memory_total_bytes",):
+        r = gpu.get("memory_total_bytes") or {}
+        if r.get("status") == "ok" and isinstance(r.get("value"), int):
+            return f"{r['value'] / 2**30:.0f}"
+    return "/".join(_cell(gpu.get(k)) for k in keys)
+
+
+def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list:
+    """`plumb node NAME`: summary, every fact, per-GPU table, open findings, recent history."""
+    counts = detail.get("findings") or {}
+    head = Table(title=f"node {detail['name']}", title_justify="left", show_header=False)
+    head.add_column("KEY", style="bold")
+    head.add_column("VALUE")
+    age = _age(detail["last_report_at"], _now())
+    for key, value in (
+        ("status", "[green]connected[/]" if detail["connected"] else "[red]disconnected[/]"),
+        ("last report", age),
+        ("pool", detail.get("pool") or "-"),
+        ("GPUs", _gpus_cell(detail["gpu_count"], detail["gpu_product"])),
+        ("driver", detail["driver_version"] or "-"),
+        ("CUDA (driver)", detail["cuda_driver_version"] or "-"),
+        ("CUDA runtime", detail.get("cuda_runtime_version") or "-"),
+        ("NCCL", detail.get("nccl_version") or "-"),
+        ("findings", _findings_cell(counts)),
+        ("agent", detail.get("agent_version") or "-"),
+        ("boot id", detail.get("boot_id") or "-"),
+        ("content hash", (detail.get("content_hash") or "-")[:16]),
+    ):
+        head.add_row(key, value)
+    facts = Table(title="facts", title_justify="left")
+    facts.add_column("FACT", no_wrap=True)
+    facts.add_column("VALUE")
+    for path, reading in _flat_facts(detail.get("facts") or {}):
+        facts.add_row(path, _cell(reading))
+    gpus = detail.get("facts", {}).get("gpus") or []
+    gpu_table = Table(title=f"{len(gpus)} GPUs", title_justify="left")
+    for header, _ in _GPU_COLUMNS:
+        gpu_table.add_column(header, no_wrap=header in ("UUID", "PCI"))
+    for gpu in gpus:
+        gpu_table.add_row(*(_gpu_cell(gpu, keys) for _, keys in _GPU_COLUMNS))
+    out: list = [head, facts, gpu_table]
+    out.append(drift_table(findings) if findings else "[green]no open drift findings[/]")
+    out.append(history_table(history, title=f"{len(history)} recent changes, newest first"))
+    return out
+
+
+def watch_view(server: str, rows: list[dict], findings: list[dict], problem: str | None) -> Group:
+    """One frame of `plumb watch`: the fleet, drifted first, and the open findings."""
+    stamp = _now().strftime("%H:%M:%S")
+    header = f"[bold]plumb watch[/] {server} · {stamp} UTC · Ctrl-C to quit"
+    if problem:
+        header += f"\n[red]{problem}[/]"
+    ordered = sorted(rows, key=severity_order)
+    return Group(header, fleet_table(ordered), drift_table(findings))
+
+
+def severity_order(row: dict) -> tuple:
+    """Sort key that puts the most critically drifted nodes first, then by name."""
+    c = row.get("findings") or {}
+    return (-c.get("critical", 0), -c.get("warning", 0), -c.get("info", 0), row["name"])
+
+
+_STATUS_STYLE = {
+    "pass": "green",
+    "fail": "bold red",
+    "error": "red",
+    "warn": "yellow",
+    "skip": "dim",
+}
+
+
+def validation_table(run: dict) -> Group:
+    """A validation run: one row per node and check, then the totals and the verdict."""
+    table = Table(title=f"validation {run['id']} ({run['state']})", title_justify="left")
+    table.add_column("NODE", no_wrap=True)
+    for col in ("CHECK", "STATUS", "FIGURE", "MESSAGE"):
+        table.add_column(col)
+    for r in run.get("results", []):
+        style = _STATUS_STYLE.get(r["status"], "")
+        figure = "-"
+        if r["value"] is not None:
+            figure = f"{r['value']:.1f} {r['unit'] or ''}".strip()
+            if r["threshold"] is not None:
+                figure += f" (min {r['threshold']:.1f})"
+        table.add_row(r["node"], r["check"], f"[{style}]{r['status']}[/]", figure, r["message"])
+    p = run["progress"]
+    verdict = run["result"] or "running"
+    colour = "green" if verdict == "passed" else "red" if verdict == "failed" else "yellow"
+    totals = (
+        f"[{colour}]{verdict}[/]: {p['pass']} pass, {p['fail']} fail, {p['error']} error, "
+        f"{p['warn']} warn, {p['skip']} skip, {p['pending']} pending of {p['total']}"
+    )
+    return Group(table, totals)

@@ -20,13 +20,36 @@ class IngestSettings(BaseModel):
     idle_timeout_s: float = Field(90.0, gt=0)
     # Sent in Welcome; the agent heartbeats this often when nothing changed.
     heartbeat_interval_s: float = Field(30.0, gt=0)
+    # Aggregator-initiated messages (RunChecks) waiting per stream; a run sends one per node,
+    # so a handful absorbs overlapping runs while a stuck stream refuses more.
+    outbound_queue_max: int = Field(16, ge=1)
+
+
+class ValidationSettings(BaseModel):
+    """Validation runs."""
+
+    # Nodes with checks in flight at once; a RunChecks costs the aggregator one small message
+    # and a waiting coroutine, so this is high enough for a 1,000-node fan-out in one wave.
+    max_parallel_nodes: int = Field(1000, ge=1)
+    # Added to the sum of a node's check timeouts before its missing checks become `error`:
+    # covers the network and the agent's queue.
+    grace_s: float = Field(10.0, ge=0)
+    # A run's global deadline when the request gives none: a full performance phase is about
+    # 15 min of timeouts per node, nodes run in parallel.
+    default_deadline_s: float = Field(1800.0, gt=0)
+    # Runs kept in memory for GET (older ones are read from the store).
+    keep_runs: int = Field(50, ge=1)
 
 
 class StoreSettings(BaseModel):
     """The write path to the database."""
 
-    # Bounded: when full, the node is resynced rather than memory growing.
-    queue_max: int = Field(10_000, ge=1)
+    # Bounded: when full, updates are refused (plumb_store_dropped_updates_total) rather than
+    # memory growing. A cold start of 10,000 agents queues about two updates per node (first
+    # facts, ~270 rows each, then drift transitions) faster than SQLite drains them: 10,000
+    # dropped 1,240 updates in bench/fleet.py; 50,000 holds the whole wave (~40 KiB per
+    # queued first-facts update, so a few hundred MiB at the peak).
+    queue_max: int = Field(50_000, ge=1)
     # One transaction per batch; 500 rows keep SQLite transactions under ~50 ms.
     batch_max: int = Field(500, ge=1)
     # Wait this long for more updates to join a batch; well under the 1 s freshness goal.
@@ -50,9 +73,13 @@ class AggregatorSettings(BaseSettings):
 
     grpc_listen: str = "0.0.0.0:7443"
     http_listen: str = "0.0.0.0:8080"
+    # HTTP request bodies over this get 413 before they are read; the API's largest body
+    # (a validation request) is a few KiB.
+    http_max_body_bytes: int = Field(1 << 20, ge=1024)
     # Embedded SQLite by default: one process serves a lab cluster and the demo.
     db: str = "sqlite:///plumb.db"
     log_level: str = "INFO"
     ingest: IngestSettings = IngestSettings()
     store: StoreSettings = StoreSettings()
     recipes: RecipeSettings = RecipeSettings()
+    validation: ValidationSettings = ValidationSettings()

@@ -7,13 +7,16 @@ cache whatever they derive from it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from plumb.facts import Reading
 
 __all__ = ["LiveState", "NodeState", "NodeSummary"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -30,6 +33,18 @@ class NodeState:
     agent_version: str | None = None
     first_seen_at: datetime | None = None
     last_report_at: datetime | None = None
+    # What derived() computed from `facts`; facts dicts are replaced, never edited in place,
+    # so the memo holds while `_memo_of is facts`.
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+    _memo_of: dict | None = field(default=None, repr=False, compare=False)
+
+    def derived(self, key: str, compute: Callable[[NodeState], T]) -> T:
+        """`compute(self)`, cached until the node's facts are replaced (lists, scrapes)."""
+        if self._memo_of is not self.facts:
+            self._memo, self._memo_of = {}, self.facts
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
 
     def value(self, path: str) -> str | int | float | bool | None:
         """The value at `path` when it was read successfully, else None."""
@@ -37,14 +52,11 @@ class NodeState:
         return reading.value if reading is not None and reading.status == "ok" else None
 
     def gpu_count(self) -> int:
-        return sum(1 for p in self.facts if p.startswith("gpus[") and p.endswith("].index"))
+        return self.derived("gpu_count", _gpu_count)
 
     def gpu_product(self) -> str | None:
         """The product name when every GPU has the same one, else the names joined by ' + '."""
-        names = sorted(
-            {str(self.value(f"gpus[{i}].name")) for i in range(self.gpu_count())} - {"None"}
-        )
-        return " + ".join(names) if names else None
+        return self.derived("gpu_product", _gpu_product)
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,15 @@ class NodeSummary:
             kernel=_str(node.value("host.kernel")),
             os=f"{os_id} {os_version}" if os_id and os_version else _str(os_id),
         )
+
+
+def _gpu_count(node: NodeState) -> int:
+    return sum(1 for p in node.facts if p.startswith("gpus[") and p.endswith("].index"))
+
+
+def _gpu_product(node: NodeState) -> str | None:
+    names = sorted({str(node.value(f"gpus[{i}].name")) for i in range(node.gpu_count())} - {"None"})
+    return " + ".join(names) if names else None
 
 
 def _str(value: object) -> str | None:

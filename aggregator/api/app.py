@@ -5,12 +5,14 @@ from __future__ import annotations
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from aggregator import __version__
-from aggregator.api import bundles, drift, nodes, recipes
+from aggregator.api import bundles, drift, nodes, recipes, validations
+from aggregator.api.limits import BodyLimit
 from aggregator.core import Core
 from aggregator.errors import STATUS, PlumbError
+from aggregator.web import routes as web
 
 
 def create_app(core: Core) -> FastAPI:
@@ -21,10 +23,13 @@ def create_app(core: Core) -> FastAPI:
         description="Live GPU software stack facts of a Kubernetes cluster.",
     )
     app.state.core = core
+    app.add_middleware(BodyLimit, max_bytes=core.settings.http_max_body_bytes)
     app.include_router(nodes.router)
     app.include_router(bundles.router)
     app.include_router(recipes.router)
     app.include_router(drift.router)
+    app.include_router(validations.router)
+    app.include_router(web.router)
 
     @app.exception_handler(PlumbError)
     async def plumb_error(_: Request, exc: PlumbError) -> JSONResponse:
@@ -60,6 +65,6 @@ def create_app(core: Core) -> FastAPI:
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)
     async def metrics() -> Response:
-        return Response(generate_latest(core.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(core.metrics_page(), media_type=CONTENT_TYPE_LATEST)
 
     return app

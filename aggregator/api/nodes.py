@@ -33,6 +33,13 @@ class NodeOut(BaseModel):
     gpu_product: str | None
     kernel: str | None
     os: str | None
+    # The node's pool (its resolved criteria), NCCL and CUDA runtime versions, and open drift
+    # findings by severity; None / empty until the node's recipe is first resolved.
+    pool: str | None = None
+    nccl_version: str | None = None
+    cuda_runtime_version: str | None = None
+    findings: dict[str, int] = {}
+    drifted: bool = False
 
 
 class NodeDetailOut(NodeOut):
@@ -51,9 +58,17 @@ class ChangeOut(BaseModel):
 
 
 @router.get("/nodes")
-async def list_nodes(core: CoreDep) -> list[NodeOut]:
-    """Every node that ever reported, with its stack summary and connection."""
-    return [NodeOut(**summary_json(s)) for s in core.nodes()]
+async def list_nodes(
+    core: CoreDep,
+    pool: Annotated[str | None, Query(max_length=256)] = None,
+    drifted: bool | None = None,
+) -> list[NodeOut]:
+    """Every node that ever reported: stack summary, pool, open findings, connection.
+
+    `pool` keeps one pool (`eks/h100/ubuntu/any/any`); `drifted` keeps nodes with (true)
+    or without (false) open drift findings.
+    """
+    return [NodeOut(**row) for row in core.node_rows(pool=pool, drifted=drifted)]
 
 
 @router.get("/nodes/{name}")
@@ -62,6 +77,7 @@ async def get_node(name: str, core: CoreDep) -> NodeDetailOut:
     node = core.node(name)
     return NodeDetailOut(
         **summary_json(NodeSummary.of(node)),
+        **core.overview(node),
         boot_id=node.boot_id,
         agent_version=node.agent_version,
         first_seen_at=node.first_seen_at,
@@ -92,10 +108,22 @@ async def node_history(
 
 @router.get("/snapshot", response_model=None)
 async def snapshot(
-    core: CoreDep, format: Literal["json", "yaml"] = "json"
+    core: CoreDep,
+    format: Literal["json", "yaml", "aicr"] = "json",
+    node: Annotated[str | None, Query(max_length=256)] = None,
 ) -> dict[str, Any] | Response:
-    """The whole cluster's facts, as JSON or YAML."""
+    """The whole cluster's facts (or one node's) as JSON or YAML.
+
+    `format=aicr` answers NVIDIA AICR Snapshot YAML: one document per node, `---` apart.
+    """
+    if format == "aicr":
+        docs = core.aicr_snapshots(node)
+        text = yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True)
+        return Response(text, media_type="application/yaml")
     body = core.snapshot()
+    if node is not None:
+        core.node(node)
+        body = {"nodes": [n for n in body["nodes"] if n["name"] == node]}
     if format == "yaml":
         return Response(yaml.safe_dump(body, sort_keys=False), media_type="application/yaml")
     return body

@@ -7,9 +7,13 @@ from aggregator.cli import (  # noqa: F401  (each module registers its commands)
     bundle,
     demo,
     drift,
+    node,
     nodes,
     recipe,
     serve,
+    snapshot,
+    validate,
+    watch,
 )
 from aggregator.cli.app import app
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
 
-from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, out
+from aggregator.aicr import criteria_from_recipe_criteria
+from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err, out
+from aggregator.errors import STATUS, PlumbError
 from aggregator.render import recipe_tables
 
 Node = Annotated[str | None, typer.Option(help="resolve from this node's live facts")]
@@ -19,7 +22,31 @@ Intent = Annotated[str, typer.Option(help="training, inference or any")]
 Platform = Annotated[str, typer.Option(help="kubeflow, dynamo … or any")]
 
 
-def _fetch(server: str, node: str | None, criteria: dict[str, str]) -> dict[str, Any]:
+CriteriaFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--criteria",
+        "-c",
+        exists=True,
+        dir_okay=False,
+        help="an AICR RecipeCriteria file (YAML or JSON); flags other than `any` override it",
+    ),
+]
+
+
+def _criteria_file(path: Path) -> dict[str, Any]:
+    """The criteria in an AICR RecipeCriteria file; exit 2 naming what is wrong."""
+    try:
+        return criteria_from_recipe_criteria(yaml.safe_load(path.read_text()))
+    except (OSError, yaml.YAMLError) as exc:
+        err.print(f"cannot read {path}: {exc}")
+        raise typer.Exit(STATUS["invalid_input"][2]) from exc
+    except PlumbError as exc:
+        err.print(f"{path}: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+        raise typer.Exit(STATUS[exc.code][2]) from exc
+
+
+def _fetch(server: str, node: str | None, criteria: dict[str, Any]) -> dict[str, Any]:
     if node:
         return api_json(server, f"/v1/nodes/{node}/recipe")
     return api_json(server, "/v1/recipe", params=criteria)
@@ -34,12 +61,13 @@ def recipe(
     os: Os = "any",
     intent: Intent = "any",
     platform: Platform = "any",
+    criteria_file: CriteriaFile = None,
     output: OutputOpt = Output.table,
 ) -> None:
-    """The recipe for criteria, or for --node from its live facts."""
-    criteria = dict(
-        service=service, accelerator=accelerator, os=os, intent=intent, platform=platform
-    )
+    """The recipe for criteria (flags or an AICR criteria file), or for --node's live facts."""
+    flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
+    criteria: dict[str, Any] = _criteria_file(criteria_file) if criteria_file else {}
+    criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
     body = _fetch(server, node, criteria)
     if output is Output.json:
         out.print_json(json.dumps(body))

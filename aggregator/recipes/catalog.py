@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from aggregator.errors import PlumbError
 from aggregator.recipes import schema
+from aggregator.recipes.check_catalog import CheckFile, Checks
 from aggregator.recipes.drift_rules import DriftRules
 from aggregator.recipes.node import normalize_pci_device_id
 
@@ -54,6 +55,7 @@ class Catalog:
     gpus: tuple[schema.GpuRow, ...]
     known_bad: tuple[schema.KnownBadRow, ...]
     drift: DriftRules
+    checks: Checks = field(default_factory=lambda: Checks({}, {}))
     _by_name: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
     _by_pci: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
 
@@ -192,6 +194,7 @@ class _Loader:
         gpus = self.read(knowledge / "gpus.yaml", schema.GpuTable)
         known_bad = self.read(knowledge / "known_bad.yaml", schema.KnownBadTable)
         drift = self.read(self.root / "drift.yaml", DriftRules)
+        checks = self.check_checks(self.read_dir("checks", CheckFile))
         if None in (criteria, registry, cuda, branches, gpus, known_bad, drift) or self.problems:
             raise self.error()
         assert criteria and registry and cuda and branches and gpus and known_bad and drift
@@ -232,6 +235,7 @@ class _Loader:
             gpus=gpu_rows,
             known_bad=known_bad[0].rows,
             drift=drift[0],
+            checks=checks,
         )
 
     def error(self) -> RecipeError:
@@ -353,6 +357,23 @@ class _Loader:
                 doc, loc = where[(cycle[-2], cycle[-1])]
                 self.problem(doc, loc, "dependency cycle: " + " -> ".join(cycle))
                 return
+
+    def check_checks(self, files: list[tuple[CheckFile, _Doc]]) -> Checks:
+        """Merge the check files; a check id may appear once across all of them."""
+        by_id: dict[str, Any] = {}
+        lanes: dict[int, float] = {}
+        for checks, doc in files:
+            lanes.update(checks.pcie_lane_gbps)
+            for i, check in enumerate(checks.checks):
+                if check.id in by_id:
+                    self.problem(doc, ("checks", i, "id"), f"duplicate check {check.id!r}")
+                by_id[check.id] = check
+        for checks, doc in files:
+            for i, check in enumerate(checks.checks):
+                if check.threshold and check.threshold.peak == "pcie_link" and not lanes:
+                    loc = ("checks", i, "threshold", "peak")
+                    self.problem(doc, loc, "pcie_link needs a pcie_lane_gbps table")
+        return Checks(by_id, lanes)
 
     def check_unique_rows(self, doc: _Doc, what: str, keys: list[tuple[str, ...]]) -> None:
         seen: set[str] = set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from plumb.facts import Reading
 
@@ -55,6 +56,16 @@ def normalize_pci_device_id(raw: str) -> str:
     return text[:4] if len(text) == 8 else text
 
 
+@lru_cache(maxsize=1 << 16)
+def _repeated(path: str) -> tuple[str, int, str] | None:
+    """(prefix, index, leaf) of a repeated entry's path; every node repeats the same paths."""
+    match = _REPEATED.match(path)
+    if match is None:
+        return None
+    prefix, index, leaf = match.groups()
+    return prefix, int(index), leaf
+
+
 def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -85,12 +96,10 @@ class NodeView:
                 statuses[name] = reading.status
         repeated: dict[str, dict[int, dict[str, str]]] = {}
         for path, reading in facts.items():
-            match = _REPEATED.match(path)
-            if match and reading.status == "ok" and reading.value is not None:
-                prefix, index, leaf = match.groups()
-                repeated.setdefault(prefix, {}).setdefault(int(index), {})[leaf] = _text(
-                    reading.value
-                )
+            parts = _repeated(path)
+            if parts is not None and reading.status == "ok" and reading.value is not None:
+                prefix, index, leaf = parts
+                repeated.setdefault(prefix, {}).setdefault(index, {})[leaf] = _text(reading.value)
         for name, (prefix, leaf) in _MULTI.items():
             found = {e[leaf] for e in repeated.get(prefix, {}).values() if leaf in e}
             if found:

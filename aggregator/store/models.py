@@ -14,6 +14,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -140,3 +141,47 @@ class BaselineRow(Base):
     facts: Mapped[str] = mapped_column(Text)
     gpu_count: Mapped[int] = mapped_column(Integer)
     accepted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ValidationRunRow(Base):
+    """One validation run: what was asked and, once finished, its result and summary."""
+
+    __tablename__ = "validation_runs"
+    __table_args__ = (Index("ix_validation_runs_created", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    result: Mapped[str | None] = mapped_column(String(STATUS_CHARS))
+    deadline_s: Mapped[float] = mapped_column(Float)
+    # JSON: phases, planned checks [{id, phase, severity, runs_on}], node names.
+    phases: Mapped[str] = mapped_column(Text)
+    checks: Mapped[str] = mapped_column(Text)
+    nodes: Mapped[str] = mapped_column(Text)
+
+
+class ValidationResultRow(Base):
+    """One check's result on one node in one run; ``details`` is JSON text."""
+
+    __tablename__ = "validation_results"
+    __table_args__ = (Index("ix_validation_results_node", "node", "check_id"),)
+
+    run_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("validation_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    # No foreign key to nodes: results outlive a node removed from the store.
+    node: Mapped[str] = mapped_column(String(NODE_NAME_CHARS), primary_key=True)
+    check_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    phase: Mapped[str] = mapped_column(String(16))
+    severity: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(STATUS_CHARS))
+    message: Mapped[str] = mapped_column(Text)
+    value: Mapped[float | None] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(32))
+    threshold: Mapped[float | None] = mapped_column(Float)
+    peak: Mapped[float | None] = mapped_column(Float)
+    ratio_to_peak: Mapped[float | None] = mapped_column(Float)
+    duration_s: Mapped[float] = mapped_column(Float)
+    details: Mapped[str] = mapped_column(Text)
+    remediation: Mapped[str] = mapped_column(Text)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

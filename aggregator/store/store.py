@@ -167,8 +167,19 @@ class Store:
         """
         with _errors("loading nodes", self._engine), self._engine.connect() as conn:
             facts: dict[str, dict[str, Reading]] = defaultdict(dict)
-            for row in conn.execute(select(_facts)):
-                facts[row.node][row.path] = Reading(row.status, _from_json(row.value), row.error)
+            # Every node repeats the same paths and mostly the same readings: decode each
+            # distinct one once and share it (10,000 nodes are ~2.7 million rows).
+            paths: dict[str, str] = {}
+            readings: dict[tuple, Reading] = {}
+            f = _facts.c
+            rows = conn.execute(select(f.node, f.path, f.status, f.value, f.error))
+            for node, path, status, value, error in rows:
+                reading = readings.get((status, value, error))
+                if reading is None:
+                    reading = readings[(status, value, error)] = Reading(
+                        status, _from_json(value), error
+                    )
+                facts[node][paths.setdefault(path, path)] = reading
             nodes = conn.execute(select(_nodes).order_by(_nodes.c.name)).all()
         return [
             StoredNode(

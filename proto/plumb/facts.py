@@ -93,6 +93,37 @@ class Reading:
         return out
 
 
+# A fleet reports the same paths and mostly the same values on every node: flatten shares
+# one path string and one (immutable) Reading per distinct value, instead of a copy per node.
+_SHARED_MAX = 1 << 17
+_SHARED_STR_MAX = 128  # bounds the cache at a few tens of MiB
+_shared_paths: dict[str, str] = {}
+_shared_readings: dict[tuple, Reading] = {}
+
+
+def _shared_path(path: str) -> str:
+    found = _shared_paths.get(path)
+    if found is not None:
+        return found
+    if len(_shared_paths) >= _SHARED_MAX:
+        _shared_paths.clear()
+    _shared_paths[path] = path
+    return path
+
+
+def _shared_reading(status: Status, value: Scalar | None, error: str | None = None) -> Reading:
+    if type(value) is str and len(value) > _SHARED_STR_MAX:
+        return Reading(status, value, error)  # rare and large: not worth keeping
+    # True and 1, or 0.0 and -0.0, are equal but not the same reading (nor hash the same).
+    key = (status, type(value), value.hex() if type(value) is float else value, error)
+    found = _shared_readings.get(key)
+    if found is None:
+        if len(_shared_readings) >= _SHARED_MAX:
+            _shared_readings.clear()
+        found = _shared_readings[key] = Reading(status, value, error)
+    return found
+
+
 def _leaf_to_reading(leaf: Message, kind: type, path: str) -> Reading | None:
     status = _STATUS_FROM_PROTO.get(leaf.status)  # type: ignore[attr-defined]
     if status is None:
@@ -100,10 +131,10 @@ def _leaf_to_reading(leaf: Message, kind: type, path: str) -> Reading | None:
     if status == "ok":
         value = leaf.value  # type: ignore[attr-defined]
         _check_value(path, value)
-        return Reading.ok(kind(value))
+        return _shared_reading("ok", kind(value))
     if status == "error":
         return Reading.failed(leaf.error or "unknown error")  # type: ignore[attr-defined]
-    return Reading.not_supported()
+    return _shared_reading("not_supported", None)
 
 
 def _check_value(path: str, value: object) -> None:
@@ -124,7 +155,7 @@ def _walk(msg: Message, prefix: str) -> Iterator[tuple[str, Reading]]:
         if field.type != FieldDescriptor.TYPE_MESSAGE:
             # Plain scalars (the path of a library) are identities, exposed as readings.
             _check_value(path, value)
-            yield path, Reading.ok(value)
+            yield _shared_path(path), _shared_reading("ok", value)
             continue
         kind = _LEAF_TYPES.get(field.message_type.full_name)
         if field.is_repeated:
@@ -135,7 +166,7 @@ def _walk(msg: Message, prefix: str) -> Iterator[tuple[str, Reading]]:
         elif kind is not None:
             reading = _leaf_to_reading(value, kind, path)
             if reading is not None:
-                yield path, reading
+                yield _shared_path(path), reading
         else:
             yield from _walk(value, f"{path}.")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from pg_fixture import pg_server, pg_url  # noqa: F401  (fixtures: imported to register them)
 from prometheus_client.parser import text_string_to_metric_families
 
 BIN = Path(sys.executable).parent

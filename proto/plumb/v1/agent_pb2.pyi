@@ -57,16 +57,31 @@ class Heartbeat(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., content_hash: _Optional[str] = ...) -> None: ...
 
 class CheckResult(_message.Message):
-    __slots__ = ("request_id", "check_id", "status", "message")
+    __slots__ = ("request_id", "check_id", "status", "message", "value", "unit", "duration_s", "details")
+    class DetailsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CHECK_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     check_id: str
     status: str
     message: str
-    def __init__(self, request_id: _Optional[str] = ..., check_id: _Optional[str] = ..., status: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    value: float
+    unit: str
+    duration_s: float
+    details: _containers.ScalarMap[str, str]
+    def __init__(self, request_id: _Optional[str] = ..., check_id: _Optional[str] = ..., status: _Optional[str] = ..., message: _Optional[str] = ..., value: _Optional[float] = ..., unit: _Optional[str] = ..., duration_s: _Optional[float] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ConnectRequest(_message.Message):
     __slots__ = ("hello", "full_facts", "delta", "heartbeat", "check_result")
@@ -110,13 +125,32 @@ class Resync(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class CheckSpec(_message.Message):
+    __slots__ = ("id", "timeout_s", "parameters")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    timeout_s: float
+    parameters: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., timeout_s: _Optional[float] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class RunChecks(_message.Message):
-    __slots__ = ("request_id", "check_ids")
+    __slots__ = ("request_id", "check_ids", "checks")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CHECK_IDS_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     check_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, request_id: _Optional[str] = ..., check_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    checks: _containers.RepeatedCompositeFieldContainer[CheckSpec]
+    def __init__(self, request_id: _Optional[str] = ..., check_ids: _Optional[_Iterable[str]] = ..., checks: _Optional[_Iterable[_Union[CheckSpec, _Mapping]]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
     __slots__ = ("welcome", "ack", "resync", "run_checks")

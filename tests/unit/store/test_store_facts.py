@@ -1,12 +1,12 @@
 """Store: current facts, node rows and change history round-trip; batches are atomic."""
 
 import itertools
-import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy import create_engine, text
 
 from aggregator.store import Change, HistoryEntry, NodeUpdate, Store, StoreError
 from plumb.facts import Reading
@@ -35,9 +35,34 @@ def _added(node: str, facts: dict[str, Reading], seconds: float = 0, **fields) -
     return NodeUpdate(node, at(seconds), changes, **fields)
 
 
+def _sql(url: str, *statements: str) -> object:
+    """Runs ``statements`` in one transaction on a connection of its own; the last one's scalar."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in statements:
+                result = conn.execute(text(statement))
+            return result.scalar() if result.returns_rows else None
+    finally:
+        engine.dispose()
+
+
 def _rows(url: str, table: str) -> int:
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        return db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    return _sql(url, f"SELECT count(*) FROM {table}")  # type: ignore[return-value]
+
+
+# A trigger that fails the insert of a change row for path 'boom', in each dialect.
+_BOOM = {
+    "sqlite": [
+        "CREATE TRIGGER boom BEFORE INSERT ON fact_changes WHEN NEW.path = 'boom'"
+        " BEGIN SELECT RAISE(ABORT, 'boom'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN IF NEW.path = 'boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER boom BEFORE INSERT ON fact_changes FOR EACH ROW EXECUTE FUNCTION boom()",
+    ],
+}
 
 
 def test_apply_then_load_round_trips_every_value_type_and_status(store):
@@ -166,11 +191,7 @@ def test_an_invalid_update_fails_the_whole_batch_and_writes_nothing(url, store, 
 
 def test_a_database_failure_mid_batch_rolls_the_whole_batch_back(url, store):
     store.apply([_added("n", {"a": OLD})])
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        db.execute(
-            "CREATE TRIGGER boom BEFORE INSERT ON fact_changes WHEN NEW.path = 'boom'"
-            " BEGIN SELECT RAISE(ABORT, 'boom'); END"
-        )
+    _sql(url, *_BOOM[url.split(":")[0].split("+")[0]])
     batch = [
         NodeUpdate("n", at(1), (Change("a", OLD, NEW),), connected=True),
         _added("m", READINGS),
@@ -182,8 +203,7 @@ def test_a_database_failure_mid_batch_rolls_the_whole_batch_back(url, store):
     [node] = store.load()
     assert node.facts == {"a": OLD}
     assert _rows(url, "fact_changes") == 1 and _rows(url, "nodes") == 1
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        assert db.execute("SELECT connected FROM nodes").fetchone() == (0,)
+    assert not _sql(url, "SELECT connected FROM nodes")
 
 
 _names = (f"node-{i}" for i in itertools.count())
@@ -213,7 +233,7 @@ def test_any_facts_round_trip_through_apply_and_load(module_store, facts):
 
 
 @pytest.fixture(scope="module")
-def module_store(tmp_path_factory):
-    store = Store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'plumb.db'}")
+def module_store(module_url):
+    store = Store(module_url)
     yield store
     store.close()

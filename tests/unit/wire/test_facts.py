@@ -124,3 +124,17 @@ def test_describe_lists_every_leaf_pattern():
     assert "driver.cuda_driver_version" in paths
     assert "gpus[].nvlink_links_up" in paths
     assert "nccl.libraries[].path" in paths
+
+
+def test_flatten_shares_equal_readings_but_keeps_signed_zero_apart():
+    def node(watts: float) -> dict[str, wire.Reading]:
+        flat = {
+            "driver.driver_version": wire.Reading.ok("570.1"),
+            "gpus[0].power_limit_watts": wire.Reading.ok(watts),
+        }
+        return wire.flatten(wire.unflatten(flat))
+
+    a, b, c = node(0.0), node(0.0), node(-0.0)
+    assert a["driver.driver_version"] is b["driver.driver_version"]  # one copy per fleet
+    assert str(c["gpus[0].power_limit_watts"].value) == "-0.0"
+    assert wire.content_hash(a) != wire.content_hash(c)

@@ -1,0 +1,42 @@
+"""What a check gets (CheckContext) and what it returns (Outcome)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from plumb.facts import Reading
+
+Status = Literal["pass", "fail", "warn", "skip", "error"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One check's result as the node sees it: a status, why, and what it measured."""
+
+    status: Status
+    message: str
+    value: float | None = None
+    unit: str = ""
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def skip(cls, reason: str, **details: str) -> Outcome:
+        return cls("skip", reason, details=details)
+
+
+def _no_figures() -> Mapping[str, float]:
+    return {}
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Where checks read the node from: the same sources the fact collectors use."""
+
+    collect: Callable[[], dict[str, Reading]]  # the node's flat facts, collected now
+    nvml: Any  # the pynvml module, or a FakeNvml in simulation
+    pci_gpu_count: Callable[[], int | None]  # NVIDIA display/3D controllers on the PCI bus
+    simulated: bool = False
+    # Simulation only: what the profile says this node's benchmarks measure (check id -> value).
+    simulated_figures: Callable[[], Mapping[str, float]] = _no_figures

@@ -1,0 +1,87 @@
+"""A validation run and its results: plain frozen data the API, the store and reports share."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+Status = Literal["pass", "fail", "warn", "skip", "error"]
+STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip", "error")
+State = Literal["running", "finished"]
+Result = Literal["passed", "failed"]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check on one node: its status, why, and for a benchmark its graded figure."""
+
+    node: str
+    check_id: str
+    phase: str
+    severity: str
+    status: Status
+    message: str
+    value: float | None = None
+    unit: str = ""
+    threshold: float | None = None
+    peak: float | None = None
+    ratio_to_peak: float | None = None
+    duration_s: float = 0.0
+    details: Mapping[str, str] = field(default_factory=dict)
+    remediation: str = ""
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PlannedCheck:
+    """A check as the run will ask for it."""
+
+    id: str
+    phase: str
+    severity: str
+    runs_on: str
+
+
+@dataclass
+class ValidationRun:
+    """One validation: what was asked, and the results so far (missing ones are pending)."""
+
+    id: str
+    phases: tuple[str, ...]
+    checks: tuple[PlannedCheck, ...]
+    nodes: tuple[str, ...]
+    created_at: datetime
+    deadline_s: float
+    finished_at: datetime | None = None
+    results: dict[tuple[str, str], CheckResult] = field(default_factory=dict)
+
+    @property
+    def state(self) -> State:
+        return "running" if self.finished_at is None else "finished"
+
+    @property
+    def total(self) -> int:
+        return len(self.nodes) * len(self.checks)
+
+    def counts(self) -> dict[str, int]:
+        """Results by status, plus `pending` for those not in yet."""
+        got = Counter(r.status for r in self.results.values())
+        out = {s: got.get(s, 0) for s in STATUSES}
+        out["pending"] = self.total - len(self.results)
+        return out
+
+    @property
+    def result(self) -> Result | None:
+        """passed / failed once finished: any fail or error fails the run."""
+        if self.finished_at is None:
+            return None
+        counts = self.counts()
+        return "failed" if counts["fail"] or counts["error"] or counts["pending"] else "passed"
+
+    def ordered(self) -> list[CheckResult]:
+        """Results by node, then in catalog order."""
+        order = {c.id: i for i, c in enumerate(self.checks)}
+        return sorted(self.results.values(), key=lambda r: (r.node, order.get(r.check_id, 0)))

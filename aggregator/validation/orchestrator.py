@@ -1,0 +1,312 @@
+"""Validation runs: plan the checks, fan node checks out over the agents' streams, collect.
+
+Deployment checks are decided here at once from each node's live facts and resolved recipe.
+Agent checks go to every selected node as one RunChecks message on its open stream, under a
+semaphore bounding the nodes in flight; each node gets the sum of its checks' timeouts plus
+a grace period, and the whole run a global deadline. A node that is not connected, whose
+stream closes mid-run, or that runs past its time gets `error` for the checks still missing:
+a run always finishes. Results are graded (benchmarks against the GPU's peak), kept in memory
+for the last runs, and stored when the run finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from aggregator.errors import InvalidInput, NotFound
+from aggregator.recipes import Catalog, Resolution
+from aggregator.recipes.check_catalog import PHASES, CheckDef
+from aggregator.state import LiveState, NodeState
+from aggregator.validation import wire
+from aggregator.validation.deployment import DEPLOYMENT
+from aggregator.validation.grading import grade, peak_of
+from aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
+from plumb.facts import Reading
+from plumb.v1 import agent_pb2
+
+__all__ = ["Validator"]
+
+log = logging.getLogger(__name__)
+
+# (node, message) -> the id of the session it was queued on, or None when it could not be.
+Send = Callable[[str, agent_pb2.ConnectResponse], str | None]
+
+
+@dataclass
+class _NodeRequest:
+    run: ValidationRun
+    node: str
+    session: str
+    remaining: dict[str, CheckDef]
+    facts: Mapping[str, Reading]
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Validator:
+    """Starts validation runs and routes the agents' results into them."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        state: LiveState,
+        resolve: Callable[[NodeState], Resolution],
+        baseline_gpus: Callable[[str], int | None],
+        send: Send,
+        save: Callable[[ValidationRun], Awaitable[None]],
+        clock: Callable[[], datetime],
+        *,
+        max_parallel_nodes: int,
+        grace_s: float,
+        default_deadline_s: float,
+        keep_runs: int,
+    ):
+        for check in catalog.checks.by_id.values():
+            if check.runs_on == "aggregator" and check.id not in DEPLOYMENT:
+                raise InvalidInput(f"check {check.id!r} runs in the aggregator, which lacks it")
+        self._catalog = catalog
+        self._state = state
+        self._resolve = resolve
+        self._baseline_gpus = baseline_gpus
+        self._send = send
+        self._save = save
+        self._clock = clock
+        self._parallel = asyncio.Semaphore(max_parallel_nodes)
+        self._grace_s = grace_s
+        self._default_deadline_s = default_deadline_s
+        self._keep_runs = keep_runs
+        self._runs: OrderedDict[str, ValidationRun] = OrderedDict()
+        self._requests: dict[str, _NodeRequest] = {}
+        self._tasks: set[asyncio.Task] = set()
+        # The last result of each (node, check), for metrics.
+        self.latest: dict[tuple[str, str], CheckResult] = {}
+        self.on_finished: Callable[[ValidationRun], None] = lambda run: None
+
+    # -- starting and reading runs -----------------------------------------------------------
+
+    def start(
+        self,
+        *,
+        phases: tuple[str, ...] = (),
+        nodes: tuple[str, ...] = (),
+        checks: tuple[str, ...] = (),
+        deadline_s: float | None = None,
+    ) -> ValidationRun:
+        """Plan a run and start it in the background; InvalidInput / NotFound name the problem."""
+        unknown_phases = sorted(set(phases) - set(PHASES))
+        if unknown_phases:
+            raise InvalidInput(f"unknown phase(s) {unknown_phases}; phases are {list(PHASES)}")
+        unknown = sorted(set(checks) - set(self._catalog.checks.by_id))
+        if unknown:
+            raise InvalidInput(
+                f"unknown check(s) {unknown}", hint="GET /v1/validations/checks lists them"
+            )
+        defs = self._catalog.checks.select(phases, checks)
+        if not defs:
+            raise InvalidInput("no check matches these phases and check ids")
+        if nodes:
+            missing = [n for n in nodes if self._state.get(n) is None]
+            if missing:
+                raise NotFound(f"no node named {', '.join(map(repr, missing[:5]))}")
+            chosen = tuple(dict.fromkeys(nodes))
+        else:
+            chosen = tuple(sorted(n.name for n in self._state.nodes()))
+        if not chosen:
+            raise InvalidInput("no node to validate", hint="start agents, or name nodes")
+        run = ValidationRun(
+            id=uuid.uuid4().hex,
+            phases=tuple(p for p in PHASES if p in {d.phase for d in defs}),
+            checks=tuple(PlannedCheck(d.id, d.phase, d.severity, d.runs_on) for d in defs),
+            nodes=chosen,
+            created_at=self._clock(),
+            deadline_s=deadline_s or self._default_deadline_s,
+        )
+        self._runs[run.id] = run
+        while len(self._runs) > self._keep_runs:
+            oldest = next(iter(self._runs))
+            if self._runs[oldest].finished_at is None:
+                break  # never forget a running run
+            del self._runs[oldest]
+        task = asyncio.create_task(self._run(run, defs), name=f"validation-{run.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        log.info(
+            "validation started",
+            extra={"run": run.id, "nodes": len(chosen), "checks": len(defs)},
+        )
+        return run
+
+    def get(self, run_id: str) -> ValidationRun | None:
+        """A run held in memory (running or recent)."""
+        return self._runs.get(run_id)
+
+    def recent(self) -> list[ValidationRun]:
+        return list(reversed(self._runs.values()))
+
+    async def close(self) -> None:
+        """Cancel running runs (shutdown)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- results from the streams ------------------------------------------------------------
+
+    def check_result(self, node: str, result: wire.AgentResult) -> None:
+        """An agent's CheckResult; late ones (after a timeout) and strays are dropped."""
+        req = self._requests.get(result.request_id)
+        if req is None or req.node != node:
+            log.debug("stray check result", extra={"node": node, "request": result.request_id})
+            return
+        check = req.remaining.pop(result.check_id, None)
+        if check is None:
+            return
+        out = CheckResult(
+            node=node,
+            check_id=check.id,
+            phase=check.phase,
+            severity=check.severity,
+            status=result.status,  # type: ignore[arg-type]
+            message=result.message,
+            value=result.value,
+            unit=result.unit,
+            duration_s=result.duration_s,
+            details=result.details,
+            remediation=check.remediation,
+            finished_at=self._clock(),
+        )
+        if check.threshold is not None:
+            out = grade(out, check, peak_of(check, req.facts, self._catalog))
+        self._record(req.run, _soften(out, check))
+        if not req.remaining:
+            req.done.set()
+
+    def stream_closed(self, node: str, session: str) -> None:
+        """The node's stream ended: its checks still out on that stream get `error`."""
+        for req in [r for r in self._requests.values() if r.node == node]:
+            if req.session == session:
+                self._fail_remaining(req, "node disconnected mid-run")
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def _run(self, run: ValidationRun, defs: list[CheckDef]) -> None:
+        try:
+            async with asyncio.timeout(run.deadline_s):
+                agent = [d for d in defs if d.runs_on == "agent"]
+                for node in run.nodes:
+                    self._local_checks(run, node, defs)
+                if agent:
+                    await asyncio.gather(*(self._node(run, n, agent) for n in run.nodes))
+        except TimeoutError:
+            log.warning("validation deadline", extra={"run": run.id, "s": run.deadline_s})
+        finally:
+            for req in [r for r in self._requests.values() if r.run is run]:
+                self._fail_remaining(req, f"the run's deadline of {run.deadline_s:g} s passed")
+            now = self._clock()
+            for node in run.nodes:
+                for d in defs:
+                    if (node, d.id) not in run.results:
+                        why = f"the run's deadline of {run.deadline_s:g} s passed"
+                        self._record(run, self._result(node, d, "error", why, now))
+            run.finished_at = now
+            self.latest.update(run.results)
+            log.info("validation finished", extra={"run": run.id, "result": run.result})
+            self.on_finished(run)
+        try:
+            await self._save(run)
+        except Exception as exc:  # the run stays readable from memory; say it was not stored
+            log.warning("validation not stored", extra={"run": run.id, "error": str(exc)})
+
+    def _local_checks(self, run: ValidationRun, node: str, defs: list[CheckDef]) -> None:
+        """Deployment checks decided here, and checks this build cannot run anywhere."""
+        state = self._state.get(node)
+        now = self._clock()
+        for d in defs:
+            if d.runs_on == "kubernetes":
+                why = "Kubernetes-side checks are not part of this build (issue 5)"
+                self._record(run, self._result(node, d, "skip", why, now))
+            elif d.runs_on == "aggregator":
+                if state is None or not state.facts:
+                    self._record(run, self._result(node, d, "error", "no facts from node", now))
+                    continue
+                try:
+                    status, msg, details = DEPLOYMENT[d.id](
+                        state.facts, self._resolve(state), self._catalog
+                    )
+                except Exception as exc:  # one node's broken recipe must not end the run
+                    log.warning("deployment check failed", extra={"node": node, "error": str(exc)})
+                    status, msg, details = "error", f"{type(exc).__name__}: {exc}", {}
+                result = self._result(node, d, status, msg, now)
+                self._record(run, _soften(_with(result, details), d))
+
+    async def _node(self, run: ValidationRun, node: str, defs: list[CheckDef]) -> None:
+        async with self._parallel:
+            state = self._state.get(node)
+            if state is None or not state.connected:
+                for d in defs:
+                    self._record(run, self._result(node, d, "error", "node not connected"))
+                return
+            request_id = uuid.uuid4().hex
+            specs = [wire.CheckRequest(d.id, d.timeout_s, self._params(d, node)) for d in defs]
+            session = self._send(node, wire.run_checks(request_id, specs))
+            if session is None:
+                for d in defs:
+                    why = "could not queue the request on the node's stream (busy or closed)"
+                    self._record(run, self._result(node, d, "error", why))
+                return
+            req = _NodeRequest(run, node, session, {d.id: d for d in defs}, state.facts)
+            self._requests[request_id] = req
+            budget_s = sum(d.timeout_s for d in defs) + self._grace_s
+            try:
+                async with asyncio.timeout(budget_s):
+                    await req.done.wait()
+            except TimeoutError:
+                self._fail_remaining(req, f"no result within the node's {budget_s:g} s budget")
+            finally:
+                del self._requests[request_id]
+
+    def _params(self, check: CheckDef, node: str) -> dict[str, str]:
+        params = {k: str(v) for k, v in check.parameters.items()}
+        if check.id == "gpu-count" and (gpus := self._baseline_gpus(node)) is not None:
+            params["expected_gpus"] = str(gpus)
+        params.setdefault("timeout_s", f"{check.timeout_s:g}")
+        return params
+
+    def _fail_remaining(self, req: _NodeRequest, why: str) -> None:
+        now = self._clock()
+        for d in list(req.remaining.values()):
+            self._record(req.run, self._result(req.node, d, "error", why, now))
+        req.remaining.clear()
+        req.done.set()
+
+    def _record(self, run: ValidationRun, result: CheckResult) -> None:
+        run.results.setdefault((result.node, result.check_id), result)
+
+    def _result(
+        self, node: str, d: CheckDef, status: str, message: str, at: datetime | None = None
+    ) -> CheckResult:
+        return CheckResult(
+            node=node,
+            check_id=d.id,
+            phase=d.phase,
+            severity=d.severity,
+            status=status,  # type: ignore[arg-type]
+            message=message,
+            remediation=d.remediation,
+            finished_at=at or self._clock(),
+        )
+
+
+def _with(result: CheckResult, details: dict[str, str]) -> CheckResult:
+    return replace(result, details=details)
+
+
+def _soften(result: CheckResult, check: CheckDef) -> CheckResult:
+    """A failed check of warning or info severity is a warning, not a failure of the run."""
+    if result.status == "fail" and check.severity != "critical":
+        return replace(result, status="warn")
+    return result

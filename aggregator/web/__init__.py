@@ -1,0 +1,5 @@
+"""The web page served at `/`: fleet overview and node pages, read scope only."""
+
+from aggregator.web.routes import router
+
+__all__ = ["router"]

@@ -1,0 +1,340 @@
+"""The web page's HTML: the fleet overview and a node page, as plain strings.
+
+Pure functions of the same JSON the API returns, so the page reads fully without JavaScript;
+`static/app.js` only re-fetches the `<main>` fragment (`fragment=True`) to keep it live.
+Every value from a node passes through `html.escape`: facts are whatever an agent reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from html import escape
+from urllib.parse import quote
+
+__all__ = ["fleet_page", "node_page", "not_found_page", "severity_order"]
+
+SEVERITIES = ("critical", "warning", "info")
+REFRESH_MS = 2000  # the page re-fetches its fragment this often; a finding shows within ~2 s
+
+
+def e(value: object) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def severity_order(row: dict) -> tuple:
+    """Most critically drifted first, then most warnings, then by name."""
+    c = row.get("findings") or {}
+    return (-c.get("critical", 0), -c.get("warning", 0), -c.get("info", 0), row["name"])
+
+
+def age(stamp: str | datetime | None, now: datetime) -> str:
+    if stamp is None:
+        return "never"
+    at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
+    seconds = max(0, int((now - at).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s ago"
+    return f"{seconds // 60}m ago" if seconds < 7200 else f"{seconds // 3600}h ago"
+
+
+def _clock(stamp: str | datetime) -> str:
+    at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _state(row: dict) -> str:
+    """`critical`, `warning`, `info` (the worst open finding), `down`, or `ok`."""
+    counts = row.get("findings") or {}
+    worst = next((s for s in SEVERITIES if counts.get(s)), None)
+    if worst:
+        return worst
+    return "ok" if row.get("connected") else "down"
+
+
+def _badges(counts: dict[str, int]) -> str:
+    parts = [
+        f'<span class="badge {s}">{n} {s}</span>' for s in SEVERITIES if (n := counts.get(s, 0))
+    ]
+    return " ".join(parts) or '<span class="badge ok">in line</span>'
+
+
+def _status(row: dict) -> str:
+    """The node's state in words: what a screen reader and the DOM test read."""
+    if row.get("drifted"):
+        label = "drifted"
+    else:
+        label = "in line"
+    conn = "connected" if row.get("connected") else "disconnected"
+    return f'<span class="status {e(_state(row))}">{label}</span><span class="conn">{conn}</span>'
+
+
+def _gpus(row: dict) -> str:
+    if not row.get("gpu_count"):
+        return "-"
+    return f"{row['gpu_count']} × {e((row.get('gpu_product') or '?').removeprefix('NVIDIA '))}"
+
+
+def _link(name: str) -> str:
+    return f'<a href="/nodes/{quote(name, safe="")}">{e(name)}</a>'
+
+
+def _layout(title: str, body: str, fragment_url: str, now: datetime) -> str:
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{e(title)} · Plumb</title>
+<link rel="stylesheet" href="/static/style.css">
+<script src="/static/app.js" defer></script>
+</head>
+<body>
+<header class="top">
+  <a class="brand" href="/">Plumb</a>
+  <span class="tagline">live GPU software stack</span>
+  <span id="live" class="live" data-state="static">as of {e(_clock(now))}</span>
+</header>
+<main id="content" data-fragment="{e(fragment_url)}" data-refresh-ms="{REFRESH_MS}">
+{body}
+</main>
+</body>
+</html>
+"""
+
+
+def _fleet_body(rows: list[dict], findings: list[dict], now: datetime) -> str:
+    rows = sorted(rows, key=severity_order)
+    drifted = [r for r in rows if r.get("drifted")]
+    connected = sum(1 for r in rows if r.get("connected"))
+    critical = sum((r.get("findings") or {}).get("critical", 0) for r in rows)
+    pools: dict[str, list[dict]] = {}
+    for r in rows:
+        pools.setdefault(r.get("pool") or "unresolved", []).append(r)
+    cards = "".join(
+        f'<div class="card {cls}"><div class="num">{n}</div><div class="lbl">{lbl}</div></div>'
+        for n, lbl, cls in (
+            (len(rows), "nodes", ""),
+            (connected, "agents connected", "" if connected == len(rows) else "warning"),
+            (len(drifted), "nodes drifted", "critical" if drifted else "ok"),
+            (critical, "critical findings", "critical" if critical else "ok"),
+            (len(pools), "pools", ""),
+        )
+    )
+    pool_rows = "".join(
+        f"<tr><td><code>{e(pool)}</code></td><td>{len(members)}</td>"
+        f"<td>{_pool_drift(members)}</td>"
+        f"<td>{e(', '.join(sorted({m['driver_version'] or '-' for m in members})))}</td></tr>"
+        for pool, members in sorted(pools.items())
+    )
+    node_rows = "".join(
+        f'<tr class="node {e(_state(r))}" data-node="{e(r["name"])}" '
+        f'data-drifted="{"true" if r.get("drifted") else "false"}">'
+        f"<td>{_link(r['name'])}</td><td>{_status(r)}</td>"
+        f"<td><code>{e(r.get('pool') or '-')}</code></td><td>{_gpus(r)}</td>"
+        f"<td>{e(r['driver_version'] or '-')}</td><td>{e(r['cuda_driver_version'] or '-')}</td>"
+        f"<td>{e(r.get('nccl_version') or '-')}</td>"
+        f"<td>{_badges(r.get('findings') or {})}</td>"
+        f"<td>{e(age(r['last_report_at'], now))}</td></tr>"
+        for r in rows
+    )
+    urgent = [f for f in findings if f["severity"] != "info"]
+    return f"""
+<section class="cards">{cards}</section>
+<section>
+<h2>Nodes <small>drifted first</small></h2>
+<table class="nodes">
+<thead><tr><th>Node</th><th>State</th><th>Pool</th><th>GPUs</th><th>Driver</th><th>CUDA</th>
+<th>NCCL</th><th>Open findings</th><th>Last report</th></tr></thead>
+<tbody>{node_rows or '<tr><td colspan="9">No agent has reported yet.</td></tr>'}</tbody>
+</table>
+</section>
+<section>
+<h2>Pools <small>nodes with the same resolved criteria</small></h2>
+<table class="pools">
+<thead><tr><th>Pool</th><th>Nodes</th><th>Drifted</th><th>Driver versions</th></tr></thead>
+<tbody>{pool_rows}</tbody>
+</table>
+</section>
+<section>
+<h2>Open findings <small>critical and warning</small></h2>
+{_findings_list(urgent, with_node=True)}
+</section>
+"""
+
+
+def _pool_drift(members: list[dict]) -> str:
+    n = sum(1 for m in members if m.get("drifted"))
+    return f'<span class="badge critical">{n}</span>' if n else "0"
+
+
+def _findings_list(findings: Iterable[dict], *, with_node: bool) -> str:
+    items = "".join(
+        f'<li class="finding {e(f["severity"])}">'
+        f'<div class="what"><span class="badge {e(f["severity"])}">{e(f["severity"])}</span> '
+        + (f"{_link(f['node'])} · " if with_node else "")
+        + f"{e(f['kind'])} · <code>{e(f['component'])}</code>: "
+        f"expected <b>{e(f['expected'] or '-')}</b>, observed <b>{e(f['observed'])}</b>"
+        f' <span class="since">since {e(_clock(f["opened_at"]))}</span></div>'
+        f'<div class="fix">{e(f["remediation"])}</div></li>'
+        for f in findings
+    )
+    return f'<ul class="findings">{items}</ul>' if items else '<p class="none">None open.</p>'
+
+
+def fleet_page(
+    rows: list[dict], findings: list[dict], now: datetime, *, fragment: bool = False
+) -> str:
+    """The fleet overview: summary cards, nodes (drifted first), pools, open findings."""
+    body = _fleet_body(rows, findings, now)
+    return body if fragment else _layout("Fleet", body, "/ui/fleet", now)
+
+
+# (header, fact keys) of the per-GPU table; two keys show `current/max`.
+_GPU_COLUMNS: list[tuple[str, tuple[str, ...]]] = [
+    ("#", ("index",)),
+    ("Product", ("name",)),
+    ("UUID", ("uuid",)),
+    ("PCI bus", ("pci_bus_id",)),
+    ("Memory", ("memory_total_bytes",)),
+    ("Temp °C", ("temperature_celsius",)),
+    ("ECC", ("ecc_mode_current",)),
+    ("ECC uncorrected", ("ecc_uncorrected_volatile",)),
+    ("MIG", ("mig_mode_current",)),
+    ("PCIe gen", ("pcie_link_gen_current", "pcie_link_gen_max")),
+    ("PCIe width", ("pcie_link_width_current", "pcie_link_width_max")),
+    ("NVLink up", ("nvlink_links_up", "nvlink_links_total")),
+    ("VBIOS", ("vbios_version",)),
+]
+
+
+def _reading(reading: object) -> str:
+    if not isinstance(reading, dict):
+        return '<span class="na">-</span>'
+    if reading.get("status") != "ok":
+        return f'<span class="na">{e(reading.get("status"))}</span>'
+    value = reading.get("value")
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return e(value)
+
+
+def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
+    if keys == ("memory_total_bytes",):
+        r = gpu.get("memory_total_bytes") or {}
+        if r.get("status") == "ok" and isinstance(r.get("value"), int):
+            return f"{r['value'] / 2**30:.0f} GiB"
+    return "/".join(_reading(gpu.get(k)) for k in keys)
+
+
+def _flat(tree: dict, prefix: str = "") -> list[tuple[str, dict]]:
+    out: list[tuple[str, dict]] = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if path == "gpus":
+            continue
+        if isinstance(value, dict) and "status" in value:
+            out.append((path, value))
+        elif isinstance(value, dict):
+            out.extend(_flat(value, path + "."))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                out.extend(_flat(item, f"{path}[{i}]."))
+    return out
+
+
+def _value(change: dict | None) -> str:
+    if change is None:
+        return "—"
+    if change.get("status") != "ok":
+        return str(change.get("status"))
+    return str(change.get("value"))
+
+
+def _timeline(history: list[dict]) -> str:
+    """Changes grouped by the report that carried them; a first report collapses to one line."""
+    events: dict[str, list[dict]] = {}
+    for change in history:
+        events.setdefault(change["at"], []).append(change)
+    items = []
+    for at, changes in events.items():
+        first = all(c["old"] is None for c in changes) and len(changes) > 3
+        if first:
+            body = f"<li>first report: {len(changes)} facts</li>"
+        else:
+            body = "".join(
+                f"<li><code>{e(c['path'])}</code> {e(_value(c['old']))} → "
+                f"<b>{e(_value(c['new']))}</b></li>"
+                for c in changes
+            )
+        items.append(
+            f'<li class="event"><time datetime="{e(at)}">{e(_clock(at))}</time><ul>{body}</ul></li>'
+        )
+    if not items:
+        return '<p class="none">No changes stored.</p>'
+    return f'<ol class="timeline">{"".join(items)}</ol>'
+
+
+def _node_body(detail: dict, findings: list[dict], history: list[dict], now: datetime) -> str:
+    facts = detail.get("facts") or {}
+    gpus = facts.get("gpus") or []
+    summary = [
+        ("State", _status(detail)),
+        ("Last report", e(age(detail["last_report_at"], now))),
+        ("Pool", f"<code>{e(detail.get('pool') or '-')}</code>"),
+        ("GPUs", _gpus(detail)),
+        ("Driver", e(detail["driver_version"] or "-")),
+        ("CUDA (driver)", e(detail["cuda_driver_version"] or "-")),
+        ("CUDA runtime", e(detail.get("cuda_runtime_version") or "-")),
+        ("NCCL", e(detail.get("nccl_version") or "-")),
+        ("Kernel", e(detail.get("kernel") or "-")),
+        ("OS", e(detail.get("os") or "-")),
+        ("Agent", e(detail.get("agent_version") or "-")),
+    ]
+    summary_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in summary)
+    gpu_head = "".join(f"<th>{e(h)}</th>" for h, _ in _GPU_COLUMNS)
+    gpu_rows = "".join(
+        "<tr>" + "".join(f"<td>{_gpu_cell(g, keys)}</td>" for _, keys in _GPU_COLUMNS) + "</tr>"
+        for g in gpus
+    )
+    fact_rows = "".join(
+        f"<tr><th><code>{e(path)}</code></th><td>{_reading(r)}</td></tr>"
+        for path, r in _flat(facts)
+    )
+    state = _state(detail)
+    return f"""
+<p class="crumbs"><a href="/">Fleet</a> / {e(detail["name"])}</p>
+<h1 class="node-title {e(state)}" data-node="{e(detail["name"])}"
+    data-drifted="{"true" if detail.get("drifted") else "false"}">{e(detail["name"])}
+ {_badges(detail.get("findings") or {})}</h1>
+<div class="split">
+<section><h2>Summary</h2><table class="kv">{summary_rows}</table></section>
+<section><h2>Open findings</h2>{_findings_list(findings, with_node=False)}</section>
+</div>
+<section><h2>{len(gpus)} GPUs</h2>
+<div class="scroll"><table class="gpus"><thead><tr>{gpu_head}</tr></thead>
+<tbody>{gpu_rows}</tbody></table></div></section>
+<div class="split">
+<section><h2>History <small>newest first</small></h2>{_timeline(history)}</section>
+<section><h2>Every fact</h2><table class="kv facts">{fact_rows}</table></section>
+</div>
+"""
+
+
+def node_page(
+    detail: dict,
+    findings: list[dict],
+    history: list[dict],
+    now: datetime,
+    *,
+    fragment: bool = False,
+) -> str:
+    """One node: summary, open findings with remediation, GPUs, history timeline, facts."""
+    body = _node_body(detail, findings, history, now)
+    url = f"/ui/nodes/{quote(detail['name'], safe='')}"
+    return body if fragment else _layout(detail["name"], body, url, now)
+
+
+def not_found_page(message: str, now: datetime) -> str:
+    body = f'<p class="crumbs"><a href="/">Fleet</a></p><h1>Not found</h1><p>{e(message)}</p>'
+    return _layout("Not found", body, "", now)

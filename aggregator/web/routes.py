@@ -1,0 +1,106 @@
+"""Routes of the web page: full pages, the fragments the page polls, and its two static files.
+
+Thin like the API: each route asks the Core once and hands plain JSON to `pages`. Only GET:
+the page needs read scope and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from importlib.resources import files
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+
+from aggregator.core import Core, summary_json
+from aggregator.errors import NotFound
+from aggregator.state import NodeSummary
+from aggregator.web import pages
+from plumb import facts as wire
+
+router = APIRouter(include_in_schema=False)
+
+_STATIC = {"style.css": "text/css", "app.js": "text/javascript"}
+_HISTORY_LIMIT = 50  # the timeline shows this many recent changes
+
+
+def _core(request: Request) -> Core:
+    return request.app.state.core
+
+
+CoreDep = Annotated[Core, Depends(_core)]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _finding(f: object) -> dict:
+    out = dataclasses.asdict(f)  # type: ignore[call-overload]
+    for key in ("opened_at", "closed_at"):
+        if out[key] is not None:
+            out[key] = out[key].isoformat()
+    return out
+
+
+def _fleet(core: Core, fragment: bool) -> str:
+    rows = core.node_rows()
+    findings = [_finding(f) for f in core.open_findings()]
+    return pages.fleet_page(rows, findings, _now(), fragment=fragment)
+
+
+async def _node(core: Core, name: str, fragment: bool) -> str:
+    node = core.node(name)
+    detail = {
+        **summary_json(NodeSummary.of(node)),
+        **core.overview(node),
+        "agent_version": node.agent_version,
+        "facts": wire.nest(node.facts),
+    }
+    findings = [_finding(f) for f in core.open_findings(node=name)]
+    history = [
+        {
+            "path": h.path,
+            "old": h.old.to_json() if h.old else None,
+            "new": h.new.to_json() if h.new else None,
+            "at": h.at.isoformat(),
+        }
+        for h in await core.history(name, limit=_HISTORY_LIMIT)
+    ]
+    return pages.node_page(detail, findings, history, _now(), fragment=fragment)
+
+
+@router.get("/", response_class=HTMLResponse)
+async def fleet(core: CoreDep) -> str:
+    """The fleet overview."""
+    return _fleet(core, fragment=False)
+
+
+@router.get("/ui/fleet", response_class=HTMLResponse)
+async def fleet_fragment(core: CoreDep) -> str:
+    """The overview's `<main>` content, for the page's live refresh."""
+    return _fleet(core, fragment=True)
+
+
+@router.get("/nodes/{name}", response_class=HTMLResponse)
+async def node_page(name: str, core: CoreDep) -> HTMLResponse:
+    """One node's page; a plain 404 page for an unknown node."""
+    try:
+        return HTMLResponse(await _node(core, name, fragment=False))
+    except NotFound as exc:
+        return HTMLResponse(pages.not_found_page(str(exc), _now()), status_code=404)
+
+
+@router.get("/ui/nodes/{name}", response_class=HTMLResponse)
+async def node_fragment(name: str, core: CoreDep) -> str:
+    """The node page's `<main>` content, for the page's live refresh."""
+    return await _node(core, name, fragment=True)
+
+
+@router.get("/static/{name}")
+async def static(name: Literal["style.css", "app.js"]) -> Response:
+    """The page's stylesheet and script, from package data (no build step)."""
+    body = files("aggregator.web").joinpath("static", name).read_bytes()
+    return Response(body, media_type=_STATIC[name], headers={"Cache-Control": "no-cache"})

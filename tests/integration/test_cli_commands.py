@@ -1,0 +1,162 @@
+"""`plumb` as a user runs it: a subprocess against a real aggregator with simulated nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+from conftest import BIN, ENV, Aggregator, until
+
+
+def plumb(aggregator: Aggregator, *args: str) -> subprocess.CompletedProcess:
+    """`plumb ARGS` with stdout and stderr piped, as a script would run it."""
+    return subprocess.run(
+        [str(BIN / "plumb"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**ENV, "PLUMB_SERVER": aggregator.url, "COLUMNS": "200"},
+    )
+
+
+def drifted_fleet(aggregator: Aggregator, start_agent) -> None:
+    start_agent(aggregator, "h100-a", "dgx-h100")
+    drifting = start_agent(aggregator, "h100-b", "dgx-h100")
+    start_agent(aggregator, "a100-a", "hgx-a100")
+    until(lambda: len(aggregator.json("/v1/nodes")) == 3, what="three nodes")
+    drifting.edit(lambda spec: spec["driver"].update(version="595.45.04"))
+    until(lambda: aggregator.json("/v1/nodes", drifted="true"), what="a drifted node")
+
+
+def test_nodes_node_and_drift_print_plain_text_when_piped(aggregator, start_agent) -> None:
+    drifted_fleet(aggregator, start_agent)
+    nodes = plumb(aggregator, "nodes")
+    assert nodes.returncode == 0, nodes.stderr
+    assert "\x1b" not in nodes.stdout
+    (row,) = [line for line in nodes.stdout.splitlines() if "h100-b" in line]
+    assert "eks/h100/ubuntu/any/any" in row and "595.45.04" in row and "critical" in row
+
+    drifted = json.loads(plumb(aggregator, "nodes", "--drifted", "-o", "json").stdout)
+    assert [n["name"] for n in drifted] == ["h100-b"]
+    pool = yaml.safe_load(
+        plumb(aggregator, "nodes", "--pool", "gke/a100/cos/any/any", "-o", "yaml").stdout
+    )
+    assert [n["name"] for n in pool] == ["a100-a"]
+
+    node = plumb(aggregator, "node", "h100-b")
+    assert node.returncode == 0 and "\x1b" not in node.stdout
+    assert "Roll the node to the recipe's driver" in node.stdout
+    assert "driver.driver_version" in node.stdout
+
+    drift = plumb(aggregator, "drift")
+    assert drift.returncode == 1 and "\x1b" not in drift.stdout
+
+
+def test_exit_codes_scripts_can_use(aggregator, start_agent, tmp_path: Path) -> None:
+    start_agent(aggregator, "h100-a", "dgx-h100")
+    until(lambda: aggregator.node("h100-a"), what="the node")
+    missing = plumb(aggregator, "node", "no-such-node")
+    assert missing.returncode == 3 and "no node named" in missing.stderr
+    bad = tmp_path / "c.yaml"
+    bad.write_text("kind: RecipeCriteria\nspec: {service: nowhere}\n")
+    assert plumb(aggregator, "recipe", "--criteria", str(bad)).returncode == 2
+    down = subprocess.run(
+        [str(BIN / "plumb"), "nodes", "--server", "http://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+    )
+    assert down.returncode == 5 and "cannot reach the aggregator" in down.stderr
+
+
+def test_snapshot_writes_aicr_snapshots(aggregator, start_agent) -> None:
+    drifted_fleet(aggregator, start_agent)
+    one = plumb(aggregator, "snapshot", "--format", "aicr", "--node", "h100-b")
+    assert one.returncode == 0, one.stderr
+    (doc,) = yaml.safe_load_all(one.stdout)
+    assert doc["kind"] == "Snapshot" and doc["metadata"]["source-node"] == "h100-b"
+    types = {
+        m["type"]: {s["subtype"]: s["data"] for s in m["subtypes"]} for m in doc["measurements"]
+    }
+    assert types["GPU"]["smi"]["driver"] == "595.45.04"
+    assert types["GPU"]["hardware"]["model"] == "h100"
+    assert types["K8s"]["node"]["provider"] == "eks"
+    assert types["NodeTopology"]["summary"]["node-count"] == 3
+
+    every = list(yaml.safe_load_all(plumb(aggregator, "snapshot", "--format", "aicr").stdout))
+    assert sorted(d["metadata"]["source-node"] for d in every) == ["a100-a", "h100-a", "h100-b"]
+    as_json = json.loads(plumb(aggregator, "snapshot", "--format", "aicr", "-o", "json").stdout)
+    assert len(as_json) == 3
+
+    plain = yaml.safe_load(plumb(aggregator, "snapshot", "--node", "h100-a").stdout)
+    assert [n["name"] for n in plain["nodes"]] == ["h100-a"]
+    assert plumb(aggregator, "snapshot", "--format", "aicr", "--node", "nope").returncode == 3
+
+
+def test_recipe_criteria_file_resolves_like_the_flags(aggregator, tmp_path: Path) -> None:
+    path = tmp_path / "criteria.yaml"
+    path.write_text(
+        "kind: RecipeCriteria\napiVersion: aicr.run/v1alpha2\nmetadata: {name: t}\n"
+        "spec: {service: eks, accelerator: h100, os: ubuntu, intent: training}\n"
+    )
+    from_file = json.loads(plumb(aggregator, "recipe", "-c", str(path), "-o", "json").stdout)
+    flags = plumb(
+        aggregator,
+        "recipe",
+        "--service",
+        "eks",
+        "--accelerator",
+        "h100",
+        "--os",
+        "ubuntu",
+        "--intent",
+        "training",
+        "-o",
+        "json",
+    )
+    assert from_file["content_hash"] == json.loads(flags.stdout)["content_hash"]
+
+
+def test_watch_refreshes_then_stops(aggregator, start_agent) -> None:
+    drifted_fleet(aggregator, start_agent)
+    done = plumb(aggregator, "watch", "--interval", "0.1", "--iterations", "3")
+    assert done.returncode == 0, done.stderr
+    assert "plumb watch" in done.stdout and "h100-b" in done.stdout and "\x1b" not in done.stdout
+
+
+def test_watch_in_a_terminal_redraws_until_ctrl_c(aggregator, start_agent) -> None:
+    drifted_fleet(aggregator, start_agent)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [str(BIN / "plumb"), "watch", "--interval", "0.2"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env={**ENV, "PLUMB_SERVER": aggregator.url, "COLUMNS": "160", "TERM": "xterm"},
+        start_new_session=True,
+    )
+    os.close(follower)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 20
+        while seen.count(b"plumb watch") < 2 and time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.5)[0]:
+                seen += os.read(leader, 65536)
+        assert seen.count(b"plumb watch") >= 2, seen[-2000:]  # redrawn at least once
+        assert b"\x1b[" in seen  # a terminal gets colours and cursor moves
+        assert b"h100-b" in seen
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)

@@ -1,0 +1,95 @@
+"""Every query of the shipped Grafana dashboard, run in a real Prometheus against a live fleet.
+
+A real aggregator with simulated agents (one drifted, one validation run finished) is scraped
+by the real Prometheus of prom_fixture, with deploy/prometheus/rules.yml loaded so the recording
+rules the panels use exist. Dashboard variables become match-all (`$node` → `.*`). Each
+expression must return data, except the benchmark panel: simulated nodes skip benchmarks, so
+its query must only be valid PromQL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import httpx
+from conftest import Aggregator, until
+from prom_fixture import Prometheus, prometheus  # noqa: F401  (fixture)
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "plumb.json"
+VARIABLE = re.compile(r"\$\{?(\w+)\}?")
+# Series that simulated nodes never produce (benchmarks skip on a simulated node).
+EMPTY_IN_SIMULATION = {"Benchmark ratio to peak"}
+PROM_WAIT = 30.0
+
+
+def panels(dashboard: dict) -> list[dict]:
+    out = []
+    for panel in dashboard["panels"]:
+        out.append(panel)
+        out.extend(panel.get("panels", []))  # collapsed rows hold their panels
+    return [p for p in out if p["type"] != "row"]
+
+
+def concrete(expr: str) -> str:
+    """The expression with dashboard variables replaced as 'All' would."""
+    builtins = {"__rate_interval": "1m", "__interval": "15s", "__range": "5m"}
+    return VARIABLE.sub(lambda m: builtins.get(m.group(1), ".*"), expr)
+
+
+def test_the_dashboard_is_well_formed() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    names = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"datasource", "node"} <= names
+    for panel in panels(dashboard):
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"] and panel.get("description"), panel["title"]
+        for target in panel["targets"]:
+            assert target["expr"] and target["refId"], panel["title"]
+            # Every node series the dashboard reads comes from Plumb.
+            assert "plumb_" in target["expr"], target["expr"]
+
+
+def test_every_panel_query_returns_data_while_the_fleet_runs(
+    aggregator: Aggregator,
+    start_agent,
+    prometheus: Prometheus,  # noqa: F811
+) -> None:
+    start_agent(aggregator, "eks-h100-1", "dgx-h100")
+    drifting = start_agent(aggregator, "eks-h100-2", "dgx-h100")
+    start_agent(aggregator, "gke-a100-1", "hgx-a100")
+    until(lambda: len(aggregator.json("/v1/nodes")) == 3, what="three nodes")
+    drifting.edit(lambda spec: spec["driver"].update(version="595.45.04"))
+    until(lambda: aggregator.json("/v1/drift", severity="critical"), what="critical drift")
+    run = aggregator_post(aggregator, "/v1/validations", {"phases": ["deployment", "conformance"]})
+    until(
+        lambda: aggregator.json(f"/v1/validations/{run['id']}")["state"] == "finished",
+        timeout=60,
+        what="the validation run to finish",
+    )
+
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [
+        (panel["title"], concrete(target["expr"]))
+        for panel in panels(dashboard)
+        for target in panel["targets"]
+    ]
+    assert len(queries) >= 15
+    for title, expr in queries:
+        if title in EMPTY_IN_SIMULATION:
+            prometheus.query(expr)  # valid PromQL: Prometheus answers success
+            continue
+        until(
+            lambda expr=expr: prometheus.query(expr),
+            timeout=PROM_WAIT,
+            what=f"data for panel {title!r}: {expr}",
+        )
+
+
+def aggregator_post(aggregator: Aggregator, path: str, body: dict) -> dict:
+    resp = httpx.post(aggregator.url + path, json=body, timeout=10)
+    resp.raise_for_status()
+    return resp.json()

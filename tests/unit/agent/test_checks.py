@@ -1,0 +1,201 @@
+"""Node checks on simulated nodes and fakes: verdicts, skips with reasons, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+import types
+from dataclasses import replace
+from pathlib import Path
+
+from agent.checks import CheckContext, CheckRunner, Outcome
+from agent.checks.conformance import CONFORMANCE, pci_scan
+from agent.checks.performance import PERFORMANCE
+from agent.collect import collect_all
+
+
+def context(sim, **over) -> CheckContext:
+    ctx = CheckContext(
+        collect=lambda: collect_all(sim.sources()),
+        nvml=sim.sources().nvml,
+        pci_gpu_count=lambda: len([p for p in collect_all(sim.sources()) if p.endswith("].uuid")]),
+    )
+    return replace(ctx, **over)
+
+
+def run(check_id: str, ctx: CheckContext, **params: str) -> Outcome:
+    return {**CONFORMANCE, **PERFORMANCE}[check_id](ctx, params)
+
+
+def test_a_healthy_h100_node_passes_every_conformance_check(simulate):
+    ctx = context(simulate("dgx-h100"))
+    for check_id in ("gpu-count", "driver-nvml", "persistence-mode", "ecc", "nvlink", "pcie-link"):
+        assert run(check_id, ctx, expected_gpus="8").status == "pass", check_id
+
+
+def test_an_uncorrected_ecc_error_fails_naming_the_gpu(simulate, profile_copy):
+    path = profile_copy(
+        edit=lambda d: d["gpus"].update(overrides={5: {"ecc": {"uncorrected_volatile": 3}}})
+    )
+    out = run("ecc", context(simulate(str(path))))
+    assert out.status == "fail"
+    assert out.message == "GPU 5: 3 uncorrected ECC errors since boot"
+    assert out.details["gpu5"] != "ok" and out.details["gpu0"] == "ok"
+
+
+def test_a_pending_row_remap_and_a_down_nvlink_fail(simulate, profile_copy):
+    path = profile_copy(
+        edit=lambda d: d["gpus"].update(
+            overrides={
+                1: {"remapped_rows": {"pending": True}},
+                2: {"nvlink": {"links_total": 18, "links_up": 16}},
+            }
+        )
+    )
+    ctx = context(simulate(str(path)))
+    assert "row remap pending" in run("ecc", ctx).message
+    nvlink = run("nvlink", ctx)
+    assert nvlink.status == "fail" and nvlink.message == "GPU 2: 16/18 links up"
+
+
+def test_gpu_count_fails_against_the_baseline_and_the_pci_bus(simulate):
+    ctx = context(simulate("dgx-h100"), pci_gpu_count=lambda: 7)
+    out = run("gpu-count", ctx, expected_gpus="9")
+    assert out.status == "fail"
+    assert "PCI bus has 7" in out.message and "baseline has 9" in out.message
+
+
+def test_consumer_gpus_without_ecc_or_nvlink_are_skipped_not_failed(simulate):
+    ctx = context(simulate("rtx-4090"))
+    assert run("ecc", ctx).status == "skip"
+    assert run("nvlink", ctx).status == "skip"
+
+
+def test_a_narrow_pcie_link_fails_and_a_slow_one_only_warns(simulate, profile_copy):
+    narrow = profile_copy(
+        edit=lambda d: d["gpus"].update(
+            overrides={0: {"pcie": {"gen_current": 5, "gen_max": 5, "width_current": 8}}}
+        )
+    )
+    assert run("pcie-link", context(simulate(str(narrow), "n1"))).status == "fail"
+    slow = profile_copy(
+        edit=lambda d: d["gpus"].update(overrides={0: {"pcie": {"gen_current": 1, "gen_max": 5}}})
+    )
+    out = run("pcie-link", context(simulate(str(slow), "n2")))
+    assert out.status == "warn" and "idle" in out.message
+
+
+def test_no_driver_fails_driver_nvml_with_nvmls_reason(simulate, profile_copy):
+    path = profile_copy(edit=lambda d: d["driver"].update(loaded=False))
+    out = run("driver-nvml", context(simulate(str(path))))
+    assert out.status == "fail" and "NVML does not start" in out.message
+
+
+def test_xid_is_skipped_because_the_agent_collects_none(simulate):
+    out = run("xid", context(simulate("l4")))
+    assert out.status == "skip" and "not collected" in out.message
+
+
+def test_pci_scan_counts_nvidia_gpus_but_not_nvswitches(tmp_path: Path):
+    devices = tmp_path / "bus" / "pci" / "devices"
+    for name, vendor, klass in [
+        ("0000:18:00.0", "0x10de", "0x030200"),
+        ("0000:2a:00.0", "0x10de", "0x030000"),
+        ("0000:05:00.0", "0x10de", "0x068000"),  # NVSwitch
+        ("0000:00:1f.0", "0x8086", "0x030000"),
+    ]:
+        (devices / name).mkdir(parents=True)
+        (devices / name / "vendor").write_text(vendor + "\n")
+        (devices / name / "class").write_text(klass + "\n")
+    assert pci_scan(tmp_path) == 2
+    assert pci_scan(tmp_path / "missing") is None
+
+
+def test_benchmarks_on_a_simulated_node_say_so_and_never_invent_figures(simulate):
+    ctx = context(simulate("dgx-h100"), simulated=True)
+    for check_id in PERFORMANCE:
+        out = run(check_id, ctx)
+        assert (out.status, out.message, out.value) == ("skip", "simulated node", None)
+    ctx = replace(ctx, simulated_figures=lambda: {"nccl-allreduce": 120.0})
+    out = run("nccl-allreduce", ctx)
+    assert out.status == "pass" and out.value == 120.0 and out.unit == "GB/s"
+    assert "simulated" in out.message and out.details["simulated"] == "true"
+
+
+class _BusyNvml:
+    """Two GPUs; GPU 1 runs a process."""
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
+        return [types.SimpleNamespace(pid=4242)] if h == 1 else []
+
+
+def _ctx(nvml) -> CheckContext:
+    return CheckContext(collect=dict, nvml=nvml, pci_gpu_count=lambda: None)
+
+
+def test_benchmarks_skip_as_busy_when_a_gpu_runs_a_process():
+    out = run("matmul-bf16", _ctx(_BusyNvml()))
+    assert out.status == "skip" and out.message == "busy"
+    assert out.details["processes"] == "gpu1:4242"
+
+
+def test_benchmarks_skip_without_a_gpu_or_without_torch(monkeypatch):
+    class NoDriver:
+        def nvmlInit(self):
+            raise RuntimeError("Driver Not Loaded")
+
+    assert run("memory-bandwidth", _ctx(NoDriver())).message == "no GPU"
+    idle = _BusyNvml()
+    idle.nvmlDeviceGetComputeRunningProcesses = lambda h: []
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    for check_id in PERFORMANCE:
+        out = run(check_id, _ctx(idle))
+        assert (out.status, out.message) == ("skip", "no torch"), check_id
+
+
+def test_a_check_past_its_timeout_is_an_error_and_later_ones_skip_as_busy(monkeypatch):
+    release = threading.Event()
+
+    def stuck(ctx, params):
+        release.wait(5)
+        return Outcome("pass", "late")
+
+    monkeypatch.setitem(CONFORMANCE, "ecc", stuck)
+    monkeypatch.setattr("agent.checks.runner.CHECKS", {**CONFORMANCE, **PERFORMANCE})
+    runner = CheckRunner(_ctx(_BusyNvml()))
+
+    async def go():
+        first = await runner.run("ecc", {}, 0.05)
+        second = await runner.run("xid", {}, 1)
+        release.set()
+        await asyncio.sleep(0.05)
+        return first, second
+
+    start = time.monotonic()
+    first, second = asyncio.run(go())
+    assert first.outcome.status == "error" and "timeout" in first.outcome.message
+    assert second.outcome.status == "skip" and second.outcome.message == "busy"
+    assert time.monotonic() - start < 2
+
+
+def test_an_unknown_check_and_a_crashing_check_are_results_not_exceptions(monkeypatch):
+    def boom(ctx, params):
+        raise ValueError("bad")
+
+    monkeypatch.setattr("agent.checks.runner.CHECKS", {"boom": boom})
+    runner = CheckRunner(_ctx(_BusyNvml()))
+    unknown = asyncio.run(runner.run("warp", {}, 1)).outcome
+    crashed = asyncio.run(runner.run("boom", {}, 1)).outcome
+    assert unknown.status == "skip" and "unknown" in unknown.message
+    assert crashed.status == "error" and "ValueError: bad" in crashed.message

@@ -1,0 +1,61 @@
+"""Per-node series: cached per node, yet a scrape always shows the node as it is now."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from aggregator.metrics import NodeSeries
+from aggregator.state import LiveState
+from plumb import facts as wire
+
+
+def _facts(driver: str) -> dict[str, wire.Reading]:
+    return {
+        "driver.driver_version": wire.Reading.ok(driver),
+        "gpus[0].index": wire.Reading.ok(0),
+        "gpus[0].name": wire.Reading.ok("NVIDIA H100 80GB HBM3"),
+    }
+
+
+def _samples(series: NodeSeries) -> dict[tuple[str, tuple], float]:
+    text = series.render().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _info(samples: dict, node: str) -> dict[str, str]:
+    (labels,) = [
+        dict(lb) for (n, lb) in samples if n == "plumb_node_info" and dict(lb)["node"] == node
+    ]
+    return labels
+
+
+def test_a_scrape_follows_facts_connection_and_report_time():
+    state = LiveState()
+    node = state.restore("n1", _facts("570.1"))
+    node.content_hash = wire.content_hash(node.facts)
+    series = NodeSeries(state)
+    first = _samples(series)
+    assert _info(first, "n1")["driver_version"] == "570.1"
+    assert first[("plumb_agent_connected", (("node", "n1"),))] == 0.0
+    assert (
+        "plumb_gpu_info",
+        (("gpu", "0"), ("node", "n1"), ("product", "NVIDIA H100 80GB HBM3"), ("uuid", "")),
+    ) in first
+
+    node.facts = _facts("580.2")
+    node.content_hash = wire.content_hash(node.facts)
+    node.connected = True
+    node.last_report_at = datetime(2026, 1, 1, tzinfo=UTC)
+    state.restore("n2", _facts("570.1"))
+    second = _samples(series)
+    assert _info(second, "n1")["driver_version"] == "580.2"
+    assert _info(second, "n2")["driver_version"] == "570.1"
+    assert second[("plumb_agent_connected", (("node", "n1"),))] == 1.0
+    stamp = ("plumb_node_last_report_timestamp_seconds", (("node", "n1"),))
+    assert second[stamp] == node.last_report_at.timestamp()

@@ -1,0 +1,148 @@
+"""`plumb nodes`, `plumb node`, `plumb drift`, `plumb recipe --criteria` over a canned API.
+
+The API answers are real ones captured from an aggregator with three simulated nodes, one of
+them drifted (tests/unit/cli/data/api.json, timestamps pinned). The tables are compared with
+golden files of what a pipe receives: regenerate them with
+``PLUMB_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/cli`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import aggregator.render as render
+from aggregator.cli import app
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = Path(__file__).parent / "golden"
+NOW = datetime(2026, 7, 1, 3, 0, 0, tzinfo=UTC)
+API = json.loads((DATA / "api.json").read_text())
+
+
+class FakeApi:
+    """Answers api_json from the captured responses and records what was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def __call__(self, server: str, path: str, *, params: dict | None = None, **_: object):
+        self.calls.append((path, dict(params or {})))
+        if path == "/v1/recipe":
+            return {"criteria": params}
+        return copy.deepcopy(API[path])
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    fake = FakeApi()
+    for name in ("nodes", "node", "drift", "recipe"):
+        monkeypatch.setattr(importlib.import_module(f"aggregator.cli.{name}"), "api_json", fake)
+    monkeypatch.setattr(render, "_now", lambda: NOW)
+    monkeypatch.setenv("COLUMNS", "160")
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(var, raising=False)
+    return fake
+
+
+def run(*args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result.stdout
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("PLUMB_UPDATE_GOLDEN") == "1":
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.is_file(), f"missing golden {path.name}; run with PLUMB_UPDATE_GOLDEN=1"
+    assert text == path.read_text()
+
+
+def test_nodes_table_shows_pool_stack_findings_and_age(api: FakeApi) -> None:
+    text = run("nodes")
+    check_golden("nodes", text)
+    (row,) = [line for line in text.splitlines() if "node-b" in line]
+    assert "eks/h100/ubuntu/any/any" in row and "1 critical, 2 warning" in row
+    assert "8 × H100 80GB HBM3" in row and "2.27.7" in row
+    (down,) = [line for line in text.splitlines() if "node-c" in line]
+    assert "50m ago (down)" in down
+
+
+def test_node_shows_facts_gpus_findings_with_remediation_and_history(api: FakeApi) -> None:
+    text = run("node", "node-b")
+    check_golden("node", text)
+    assert "host.kubelet_version" in text and "GPU-" in text
+    assert "Roll the node to the recipe's driver" in text
+    assert "recent changes" in text and "driver.driver_version" in text
+    assert ("/v1/nodes/node-b/history", {"limit": 20}) in api.calls
+
+
+def test_drift_table_and_its_exit_code_for_an_open_critical_finding(api: FakeApi) -> None:
+    check_golden("drift", run("drift", code=1))
+
+
+@pytest.mark.parametrize("args", [("nodes",), ("node", "node-b"), ("drift",)])
+def test_piped_output_has_no_escape_codes(api: FakeApi, args: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(app, list(args))
+    assert "\x1b" not in result.stdout
+
+
+def test_json_and_yaml_output_are_the_api_documents(api: FakeApi) -> None:
+    assert json.loads(run("nodes", "-o", "json")) == API["/v1/nodes"]
+    assert yaml.safe_load(run("nodes", "-o", "yaml")) == API["/v1/nodes"]
+    body = json.loads(run("node", "node-b", "--output", "json"))
+    assert body["node"]["name"] == "node-b"
+    assert body["findings"] == API["/v1/nodes/node-b/drift"]
+    assert body["history"] == API["/v1/nodes/node-b/history"]
+
+
+def test_nodes_filters_go_to_the_server(api: FakeApi) -> None:
+    run("nodes", "--pool", "eks/h100/ubuntu/any/any", "--drifted", "-o", "json")
+    assert api.calls[-1] == ("/v1/nodes", {"pool": "eks/h100/ubuntu/any/any", "drifted": "true"})
+
+
+def test_recipe_reads_an_aicr_criteria_file_and_flags_override_it(
+    api: FakeApi, tmp_path: Path
+) -> None:
+    path = tmp_path / "criteria.yaml"
+    path.write_text(
+        "kind: RecipeCriteria\napiVersion: aicr.run/v1alpha2\nmetadata: {name: x}\n"
+        "spec: {service: eks, gpu: h100, intent: training, nodes: 8}\n"
+    )
+    run("recipe", "--criteria", str(path), "--intent", "inference", "-o", "json")
+    path_, params = api.calls[-1]
+    assert path_ == "/v1/recipe"
+    assert params == {
+        "service": "eks",
+        "accelerator": "h100",
+        "os": "any",
+        "intent": "inference",
+        "platform": "any",
+        "nodes": 8,
+    }
+
+
+def test_recipe_rejects_a_file_that_is_not_recipe_criteria(api: FakeApi, tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text("kind: Snapshot\n")
+    result = CliRunner().invoke(app, ["recipe", "-c", str(path)])
+    assert result.exit_code == 2
+    assert "expected kind RecipeCriteria" in result.stderr
+    assert not [c for c in api.calls if c[0] == "/v1/recipe"]
+
+
+def test_watch_view_puts_the_most_drifted_nodes_first(api: FakeApi) -> None:
+    rows = API["/v1/nodes"]
+    ordered = sorted(rows, key=render.severity_order)
+    assert ordered[0]["name"] == "node-b"
+    assert [r["name"] for r in ordered[1:]] == ["node-a", "node-c"]
