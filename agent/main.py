@@ -43,6 +43,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between polls")
     p.add_argument("--heartbeat-interval", type=float, metavar="S", help="seconds per heartbeat")
     p.add_argument("--host-root", type=Path, help="where the host's / is mounted")
+    p.add_argument(
+        "--token-file", type=Path, help="credential for the aggregator, re-read per connection"
+    )
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     return p.parse_args(argv)
 
@@ -57,6 +60,7 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
             "node_name": args.node_name,
             "simulate": args.simulate,
             "host_root": args.host_root,
+            "token_file": args.token_file,
             "log_level": args.log_level,
         }.items()
         if v is not None
@@ -128,7 +132,9 @@ async def run(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     runner = CheckRunner(checks) if checks is not None else None
-    client = StreamClient(settings.aggregator, identity, collect, settings.stream, runner)
+    client = StreamClient(
+        settings.aggregator, identity, collect, settings.stream, runner, settings.read_token
+    )
     log.info("agent started", extra={"node": node, "aggregator": settings.aggregator})
     await client.run(stop)
     log.info("agent stopped", extra={"node": node})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -42,4 +42,15 @@ class AgentSettings(BaseSettings):
     # Simulation writes its fake host tree here; a temp dir when unset.
     sim_workdir: Path | None = None
     log_level: str = "INFO"
+    # The credential sent to the aggregator: the projected ServiceAccount token's file (the
+    # chart mounts one with audience plumb; re-read on every connection, as it rotates), or
+    # a shared token for clusters without Kubernetes identity.
+    token_file: Path | None = None
+    token: SecretStr | None = None
     stream: StreamSettings = StreamSettings()
+
+    def read_token(self) -> str | None:
+        """The token to present now; an unreadable token file is an error, never skipped."""
+        if self.token_file is not None:
+            return self.token_file.read_text().strip() or None
+        return self.token.get_secret_value() if self.token else None

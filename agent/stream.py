@@ -50,8 +50,10 @@ class StreamClient:
         collect: Collect,
         settings: StreamSettings,
         checks: CheckRunner | None = None,
+        token: Callable[[], str | None] = lambda: None,
     ):
         self._target = target
+        self._token = token
         self._checks = checks
         self._identity = identity
         self._collect = collect
@@ -95,7 +97,9 @@ class StreamClient:
 
     async def _session(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         """One stream, from Hello until it fails or `stop` is set."""
-        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        token = await asyncio.to_thread(self._token)  # re-read: projected tokens rotate
+        metadata = (("authorization", f"Bearer {token}"),) if token else None
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)
         ident = self._identity
         await call.write(
             agent_pb2.ConnectRequest(

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.engine import make_url
 
 from aggregator import __version__, aicr
+from aggregator.auth import build_authenticator
 from aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
 from aggregator.errors import NotFound, Unavailable
 from aggregator.evaluation import Evaluator, pool_name
@@ -280,7 +281,9 @@ async def open_core(settings: AggregatorSettings) -> Core:
     drift = DriftEngine(catalog.drift, utcnow)
     drift.restore(open_findings, baselines)
     registry, metrics = build_registry(state, writer)
-    ingest = Ingest(state, writer, settings.ingest, metrics.ingest)
+    ingest = Ingest(
+        state, writer, settings.ingest, metrics.ingest, build_authenticator(settings.auth)
+    )
     recipes = ResolutionCache(catalog)
     evaluator = Evaluator(
         state, recipes, settings.recipes, drift, writer.submit, metrics.drift.count, utcnow

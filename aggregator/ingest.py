@@ -6,6 +6,9 @@ A malformed message aborts the stream with INVALID_ARGUMENT, and one over the si
 with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
 over four times the limit; those end the stream without reaching this code.
 
+Hello is authenticated (aggregator/auth.py) before the stream is registered, so an agent
+that may not report for a node can neither report for it nor supersede its stream.
+
 Two streams for one node name: the newer one wins and the older is aborted with
 ABORTED. A restarted agent whose old TCP connection is still half-open must not be
 locked out for an idle timeout; two agents fighting over one name show up as
@@ -24,7 +27,8 @@ from datetime import UTC, datetime
 
 import grpc
 
-from aggregator.errors import InvalidInput
+from aggregator.auth import Authenticator
+from aggregator.errors import Forbidden, InvalidInput, Unavailable
 from aggregator.metrics import IngestMetrics
 from aggregator.settings import IngestSettings
 from aggregator.state import LiveState, NodeState
@@ -77,9 +81,11 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         writer: Writer,
         settings: IngestSettings,
         metrics: IngestMetrics,
+        auth: Authenticator,
         clock: Callable[[], datetime] = utcnow,
     ):
         self._state = state
+        self._auth = auth
         self._writer = writer
         self._settings = settings
         self._metrics = metrics
@@ -116,7 +122,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             hello = await self._read(context, self._settings.hello_timeout_s)
             if hello is None:
                 return
-            session = self._open(hello)
+            name = _check_hello(hello)
+            await self._auth.check(name, _bearer(context.invocation_metadata()))
+            session = self._open(hello.hello)
             await context.write(
                 agent_pb2.ConnectResponse(
                     welcome=agent_pb2.Welcome(
@@ -134,6 +142,10 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 if reply is not None:
                     async with session.write_lock:
                         await context.write(reply)
+        except Forbidden as exc:
+            failure = (grpc.StatusCode.PERMISSION_DENIED, str(exc), "forbidden")
+        except Unavailable as exc:
+            failure = (grpc.StatusCode.UNAVAILABLE, str(exc), "auth_unavailable")
         except _Oversized as exc:
             failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "oversized")
         except InvalidInput as exc:
@@ -189,15 +201,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             )
         return msg
 
-    def _open(self, msg: agent_pb2.ConnectRequest) -> Session:
-        if msg.WhichOneof("message") != "hello":
-            raise InvalidInput("the first message on a stream must be Hello")
-        hello = msg.hello
+    def _open(self, hello: agent_pb2.Hello) -> Session:
+        """Register an authenticated stream; a newer stream for the node supersedes the old."""
         name = hello.node_name
-        if len(name) > _MAX_NODE_NAME or not _NODE_NAME.fullmatch(name):
-            raise InvalidInput(f"node name {name[:64]!r} is not a valid Kubernetes node name")
-        if len(hello.agent_version) > _MAX_IDENT or len(hello.boot_id) > _MAX_IDENT:
-            raise InvalidInput(f"agent_version and boot_id are limited to {_MAX_IDENT} characters")
         old = self._sessions.get(name)
         if old is not None:
             old.superseded = True
@@ -329,6 +335,27 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _submit(self, update: NodeUpdate) -> None:
         if not self._writer.submit(update):
             log.warning("store queue full, update dropped", extra={"node": update.node})
+
+
+def _check_hello(msg: agent_pb2.ConnectRequest) -> str:
+    """The node name of a well-formed Hello; InvalidInput otherwise."""
+    if msg.WhichOneof("message") != "hello":
+        raise InvalidInput("the first message on a stream must be Hello")
+    hello = msg.hello
+    name = hello.node_name
+    if len(name) > _MAX_NODE_NAME or not _NODE_NAME.fullmatch(name):
+        raise InvalidInput(f"node name {name[:64]!r} is not a valid Kubernetes node name")
+    if len(hello.agent_version) > _MAX_IDENT or len(hello.boot_id) > _MAX_IDENT:
+        raise InvalidInput(f"agent_version and boot_id are limited to {_MAX_IDENT} characters")
+    return name
+
+
+def _bearer(metadata: tuple | None) -> str | None:
+    """The token of an `authorization: Bearer TOKEN` metadata entry, if any."""
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
+            return value.removeprefix("Bearer ").strip() or None
+    return None
 
 
 def _ack(seq: int) -> agent_pb2.ConnectResponse:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -66,6 +67,25 @@ class RecipeSettings(BaseModel):
     platform: str = "any"
 
 
+class AuthSettings(BaseModel):
+    """How agents prove who they are (see aggregator/auth.py)."""
+
+    # `none` suits only loopback labs and the demo: the chart sets `kubernetes`.
+    mode: Literal["none", "token", "kubernetes"] = "none"
+    # `token` mode: the shared bearer token every agent presents.
+    token: SecretStr | None = None
+    # `kubernetes` mode: None means the pod's own ServiceAccount (in cluster).
+    kubeconfig: Path | None = None
+    # The audience the agents' projected tokens are minted for.
+    audience: str = "plumb"
+
+    @model_validator(mode="after")
+    def _token_given(self) -> AuthSettings:
+        if self.mode == "token" and not self.token:
+            raise ValueError("auth.mode token needs auth.token (PLUMB_AUTH__TOKEN)")
+        return self
+
+
 class AggregatorSettings(BaseSettings):
     """Everything `plumb serve` can be told."""
 
@@ -82,4 +102,5 @@ class AggregatorSettings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     store: StoreSettings = StoreSettings()
     recipes: RecipeSettings = RecipeSettings()
+    auth: AuthSettings = AuthSettings()
     validation: ValidationSettings = ValidationSettings()

@@ -4,6 +4,7 @@ Everything here calls the synchronous `kubernetes` client off the event loop (as
 or a watch thread) and knows nothing of the API, CLI or gRPC layers that use it.
 """
 
+from aggregator.k8s.client import api_client
 from aggregator.k8s.lease import LeaderElector, LeaseTiming
 from aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_info
 from aggregator.k8s.tokenreview import TokenIdentity, review_token, verify_agent
@@ -14,6 +15,7 @@ __all__ = [
     "NodeInfo",
     "NodeWatcher",
     "TokenIdentity",
+    "api_client",
     "node_info",
     "review_token",
     "verify_agent",

@@ -12,13 +12,8 @@ from agent.settings import AgentSettings
 from aggregator.settings import AggregatorSettings
 
 # Env vars the chart sets ahead of the code that reads them (issue 7, parts 3 and 4).
-PENDING_AGENT_ENV = {"PLUMB_TOKEN_FILE"}
-PENDING_AGGREGATOR_ENV = {
-    "PLUMB_NAMESPACE",
-    "PLUMB_POD_NAME",
-    "PLUMB_VALIDATION_NAMESPACE",
-    "PLUMB_TOKEN_AUDIENCE",
-}
+PENDING_AGENT_ENV: set[str] = set()
+PENDING_AGGREGATOR_ENV = {"PLUMB_NAMESPACE", "PLUMB_POD_NAME", "PLUMB_VALIDATION_NAMESPACE"}
 BUILTIN_GROUPS_SKIPPED = ("monitoring.coreos.com/",)  # CRDs: no schema in kubernetes-validate
 
 
@@ -174,7 +169,9 @@ def test_aggregator_probes_ports_and_service(render, find_object):
     assert env["PLUMB_GRPC_LISTEN"]["value"] == "0.0.0.0:7443"
     assert env["PLUMB_HTTP_LISTEN"]["value"] == "0.0.0.0:8080"
     fields = {f"PLUMB_{name.upper()}" for name in AggregatorSettings.model_fields}
-    assert {n for n in env if n.startswith("PLUMB_")} - PENDING_AGGREGATOR_ENV <= fields
+    top_level = {n.split("__")[0] for n in env if n.startswith("PLUMB_")}  # PLUMB_AUTH__MODE
+    assert top_level - PENDING_AGGREGATOR_ENV <= fields
+    assert env["PLUMB_AUTH__MODE"]["value"] == "kubernetes"
 
 
 def test_aggregator_database_sqlite_emptydir_by_default(render, find_object):
