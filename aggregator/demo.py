@@ -31,6 +31,8 @@ NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
     (f"gke-a100-{i}", "hgx-a100") for i in range(1, 3)
 ]
 UPGRADED_NODE, NEW_DRIVER = "eks-h100-1", "595.45.04"
+# Its GPU 3 reports uncorrected ECC errors and its NCCL all-reduce runs at a third of peak.
+DEGRADED_NODE = "gke-a100-2"
 _TIMEOUT_S = 30.0
 
 
@@ -129,6 +131,33 @@ def _bundle(out: Console, base: str, workdir: Path) -> None:
             raise RuntimeError(f"plumb {argv[0]} failed with exit code {result.returncode}")
 
 
+def _validate(out: Console, base: str, profile: Path) -> None:
+    """Degrade one node, then validate every node over HTTP; the degraded one must fail."""
+    spec = yaml.safe_load(profile.read_text())
+    spec["gpus"].setdefault("overrides", {})[3] = {
+        "ecc": {"enabled": True, "uncorrected_volatile": 2}
+    }
+    spec["benchmarks"] = {"nccl-allreduce": 60.0}
+    profile.write_text(yaml.safe_dump(spec, sort_keys=False))
+    out.print(
+        f"\n[bold]Validating[/] every node; {DEGRADED_NODE} now has ECC errors on GPU 3 and a "
+        "slow NCCL all-reduce (simulated figure)"
+    )
+
+    def degraded() -> bool:
+        facts = httpx.get(f"{base}/v1/nodes/{DEGRADED_NODE}").json()["facts"]
+        return facts["gpus"][3]["ecc_uncorrected_volatile"]["value"] == 2
+
+    _wait("the degraded node's facts", degraded)
+    argv = ["validate", "--check", "ecc", "--check", "nccl-allreduce", "--server", base]
+    result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True)
+    out.print(f"$ plumb {' '.join(argv)}", markup=False, highlight=False)
+    out.print(result.stdout.rstrip(), markup=False, highlight=False)
+    out.print(f"exit code {result.returncode}: non-zero because {DEGRADED_NODE} failed")
+    if result.returncode == 0:
+        raise RuntimeError("the degraded node passed validation")
+
+
 def _profile_copy(name: str, node: str, workdir: Path) -> Path:
     src = importlib.resources.files("agent.profiles").joinpath(f"{name}.yaml")
     dst = workdir / f"{node}.yaml"
@@ -194,9 +223,11 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
         old = _upgrade_and_watch_drift(out, base, profiles[UPGRADED_NODE])
         _roll_back(out, base, profiles[UPGRADED_NODE], old)
         _bundle(out, base, workdir)
+        _validate(out, base, profiles[DEGRADED_NODE])
 
         node_url = f"{base}/v1/nodes/{UPGRADED_NODE}"
         tries = [
+            f"{base}/  (the fleet page)",
             f"{base}/v1/nodes",
             node_url,
             f"{node_url}/history",
@@ -208,6 +239,7 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
             f"plumb nodes --server {base}",
             f"plumb drift --server {base}",
             f"plumb recipe --node {UPGRADED_NODE} --server {base}",
+            f"plumb validate --server {base}",
         ]
         out.print("\n[bold]Try[/]\n  " + "\n  ".join(tries), highlight=False)
         if keep:
