@@ -1,0 +1,726 @@
+"""Fleet simulator: thousands of real agent streams against one real `plumb serve`.
+
+Starts `plumb serve` (SQLite in a temp dir, or --db), then N agents: a few "probe" agents in
+this process (polling every 0.2 s, used to time fact changes) and the rest spread over
+--workers processes, each an asyncio loop of real `agent.stream.StreamClient`s on loopback.
+Facts are collected once per shipped profile and shared by every node of that profile; only
+the node name (Hello) differs. The simulator keeps its own agents cheap (content hash and
+NodeFacts built once per facts object) so the two cores go to the aggregator.
+
+Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.json):
+  connect   cold start: every agent connects at once to an empty database;
+  steady    --window-s of heartbeats (--heartbeat-s) and --change-rate (fraction of nodes
+            changing one GPU fact per minute): aggregator CPU (cores) and RSS from /proc,
+            wire bytes (plumb_ingest_received_bytes_total and client-side ByteSize),
+            store counters (change rows, batches);
+  latency   --probes driver changes on probe agents: agent notices → /metrics shows it, and
+            → /v1/drift?node= shows the new observed version, p50/p99;
+  api       GET /v1/nodes and GET /v1/nodes/{name} latency while the fleet streams;
+  storm     --storm sigterm|sigkill: the aggregator is stopped with every agent connected
+            and restarted on the same database; time until /v1/nodes shows all connected.
+
+--mode full-resend swaps the agents for a client that sends FullFacts every 60 s and nothing
+else (NFD's worker), the side-by-side baseline for wire bytes and CPU.
+
+    .venv/bin/python bench/fleet.py --agents 1000 --window-s 120 --storm sigterm
+    .venv/bin/python bench/fleet.py --agents 1000 --mode full-resend --window-s 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import platform
+import random
+import re
+import signal
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+RESULTS = Path(__file__).parent / "results"
+PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
+CHANGE_PATH = "gpus[0].ecc_uncorrected_aggregate"  # the steady-state change: an ECC counter
+RESEND_S = 60.0  # full-resend mode: NFD's worker re-labels every 60 s
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- agent side (any process)
+
+
+def _cheap_agent_wire() -> None:
+    """Build each distinct facts object's hash and NodeFacts once, in this process only.
+
+    Every node of a profile shares one facts dict until it changes, so a fleet of 10,000
+    costs the simulator a handful of serialisations instead of 10,000 per storm.
+    """
+    import grpc
+
+    import agent.stream as stream
+    from plumb import facts as wire
+    from plumb.v1 import agent_pb2
+
+    real_hash, real_unflatten = wire.content_hash, wire.unflatten
+    hashes: dict[int, tuple[object, str]] = {}
+    messages: dict[int, tuple[object, object]] = {}
+
+    def content_hash(flat):
+        hit = hashes.get(id(flat))
+        if hit is not None and hit[0] is flat:
+            return hit[1]
+        if len(hashes) > 50_000:
+            hashes.clear()
+        digest = real_hash(flat)
+        hashes[id(flat)] = (flat, digest)
+        return digest
+
+    def full(seq, digest, facts):
+        hit = messages.get(id(facts))
+        if hit is None or hit[0] is not facts:
+            if len(messages) > 50_000:
+                messages.clear()
+            hit = messages[id(facts)] = (facts, real_unflatten(facts))
+        return agent_pb2.ConnectRequest(
+            full_facts=agent_pb2.FullFacts(seq=seq, content_hash=digest, facts=hit[1])
+        )
+
+    wire.content_hash = content_hash
+    stream._full = full
+
+    # One TCP connection per agent, as on real nodes: gRPC otherwise shares one subchannel
+    # (and its reconnect backoff) among every channel to the same target in a process.
+    real_channel = grpc.aio.insecure_channel
+
+    def insecure_channel(target, options=None, *a, **kw):
+        options = [*(options or ()), ("grpc.use_local_subchannel_pool", 1)]
+        return real_channel(target, options, *a, **kw)
+
+    grpc.aio.insecure_channel = insecure_channel
+
+
+def _clients():
+    """The two client kinds, built after the agent modules are imported in this process."""
+    import agent.stream as stream
+    from agent.stream import StreamClient, _first_of
+    from plumb import facts as wire
+
+    class CountingClient(StreamClient):
+        """The real StreamClient, counting the serialized bytes it sends."""
+
+        sent_bytes = 0
+
+        async def _send(self, call, msg):
+            CountingClient.sent_bytes += msg.ByteSize()
+            await super()._send(call, msg)
+
+    class FullResendClient(CountingClient):
+        """NFD-style: the whole of the facts every RESEND_S, no deltas, no heartbeats."""
+
+        async def _report(self, call, stop):
+            seq = 0
+            while not stop.is_set():
+                facts = await asyncio.to_thread(self._collect)
+                seq += 1
+                self._resync.clear()
+                await self._send(call, stream._full(seq, wire.content_hash(facts), facts))
+                await _first_of(stop, self._resync, timeout_s=RESEND_S)
+
+    return CountingClient, FullResendClient
+
+
+class Node:
+    """One simulated node's facts; `change` swaps in a new dict so shared dicts stay intact."""
+
+    __slots__ = ("facts", "noticed", "watch")
+
+    def __init__(self, facts):
+        self.facts = facts
+        self.noticed: dict[str, float] = {}
+        self.watch: str | None = None  # a driver version whose first sighting is timed
+
+    def set(self, path, reading) -> None:
+        self.facts = {**self.facts, path: reading}
+
+    def collect(self):
+        facts = self.facts
+        if self.watch is not None:
+            version = facts["driver.driver_version"].value
+            if version == self.watch and version not in self.noticed:
+                self.noticed[version] = time.monotonic()
+        return facts
+
+
+def _profile_facts(workdir: Path) -> dict[str, dict]:
+    from agent.collect import collect_all
+    from agent.simulate import Simulation
+
+    return {p: collect_all(Simulation(p, f"sim-{p}", workdir / p).sources()) for p in PROFILES}
+
+
+class Fleet:
+    """Agents in one process: start, count, change facts at a rate, stop."""
+
+    def __init__(self, spec: dict):
+        from agent.settings import StreamSettings
+        from agent.stream import Identity
+
+        self.spec = spec
+        counting, full_resend = _clients()
+        self.counting = counting
+        cls = full_resend if spec["mode"] == "full-resend" else counting
+        profiles = _profile_facts(Path(spec["workdir"]))
+        settings = StreamSettings(
+            poll_interval_s=spec["poll_interval_s"],
+            heartbeat_interval_s=spec["heartbeat_s"],
+            **({"backoff_max_s": spec["backoff_max_s"]} if spec.get("backoff_max_s") else {}),
+        )
+        self.nodes: dict[str, Node] = {}
+        self.clients = []
+        for i in spec["indices"]:
+            name = f"bench-{i:05d}"
+            node = self.nodes[name] = Node(profiles[PROFILES[i % len(PROFILES)]])
+            self.clients.append(
+                cls(spec["grpc"], Identity(name, "bench", name), node.collect, settings)
+            )
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.changes = 0
+        self.changing = False
+
+    async def start(self) -> None:
+        self.tasks = [asyncio.create_task(c.run(self.stop)) for c in self.clients]
+        self.tasks.append(asyncio.create_task(self._changer()))
+
+    async def _changer(self) -> None:
+        """Change CHANGE_PATH on random nodes at change_rate per node per minute, while on."""
+        from plumb.facts import Reading
+
+        rng = random.Random(self.spec["seed"])
+        names = list(self.nodes)
+        per_s = len(names) * self.spec["change_rate"] / 60.0
+        due = 0.0
+        while not self.stop.is_set():
+            await asyncio.sleep(1.0)
+            if not self.changing:
+                continue
+            due += per_s
+            while due >= 1.0:
+                due -= 1.0
+                node = self.nodes[rng.choice(names)]
+                old = node.facts.get(CHANGE_PATH)
+                node.set(CHANGE_PATH, Reading.ok(int(old.value if old else 0) + 1))
+                self.changes += 1
+
+    def status(self) -> dict:
+        return {
+            "agents": len(self.clients),
+            "connected_once": sum(1 for c in self.clients if c.connections > 0),
+            "connections": sum(c.connections for c in self.clients),
+            "sent_bytes": self.counting.sent_bytes,
+            "changes": self.changes,
+        }
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def worker_main(conn, spec: dict) -> None:
+    """A worker process: its share of the fleet, driven by commands over `conn`."""
+    from plumb.logs import configure_logging
+
+    configure_logging("ERROR")
+    _cheap_agent_wire()
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        fleet = Fleet(spec)
+        await fleet.start()
+        done = asyncio.Event()
+
+        def serve() -> None:  # commands arrive on a thread; the fleet lives on the loop
+            while True:
+                cmd = conn.recv()
+                if cmd == "status":
+                    reply = asyncio.run_coroutine_threadsafe(_status(fleet), loop).result()
+                elif cmd in ("changes_on", "changes_off"):
+                    fleet.changing = cmd == "changes_on"
+                    reply = True
+                else:  # stop
+                    loop.call_soon_threadsafe(done.set)
+                    conn.send(True)
+                    return
+                conn.send(reply)
+
+        threading.Thread(target=serve, daemon=True).start()
+        await done.wait()
+        await asyncio.wait_for(fleet.close(), timeout=30)
+
+    asyncio.run(run())
+
+
+async def _status(fleet: Fleet) -> dict:
+    return fleet.status()
+
+
+class Worker:
+    """The parent's handle on one worker process."""
+
+    def __init__(self, ctx, spec: dict):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=worker_main, args=(child, spec), daemon=True)
+        self.proc.start()
+        self._lock = asyncio.Lock()
+
+    async def ask(self, cmd: str, timeout_s: float = 60.0):
+        async with self._lock:
+            self.conn.send(cmd)
+            loop = asyncio.get_running_loop()
+            if not await loop.run_in_executor(None, self.conn.poll, timeout_s):
+                raise TimeoutError(f"worker did not answer {cmd!r}")
+            return self.conn.recv()
+
+
+# ---------------------------------------------------------------- aggregator side
+
+
+class Aggregator:
+    """A `plumb serve` subprocess with CPU/RSS readings from /proc."""
+
+    def __init__(self, db: str, grpc: str, http_port: int, heartbeat_s: float):
+        self.db, self.grpc, self.http_port = db, grpc, http_port
+        self.env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "PLUMB_INGEST__HEARTBEAT_INTERVAL_S": str(heartbeat_s),
+        }
+        self.proc: asyncio.subprocess.Process | None = None
+        self.pid_file: str | None = None  # where to write the pid of each start, for py-spy
+
+    async def start(self) -> float:
+        self.proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("plumb")),
+            "serve",
+            "--grpc-listen",
+            self.grpc,
+            "--http-listen",
+            f"127.0.0.1:{self.http_port}",
+            "--db",
+            self.db,
+            "--log-level",
+            "ERROR",
+            env=self.env,
+        )
+        if self.pid_file:
+            Path(self.pid_file).write_text(f"{self.proc.pid}\n")  # noqa: ASYNC240 (tiny)
+        return time.monotonic()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout=timeout_s)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+_SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? ([0-9.eE+-]+)$", re.M)
+
+
+def metric_values(text: str, names: set[str]) -> dict[str, float]:
+    """Sum of each named series over its labels, from Prometheus text."""
+    out: dict[str, float] = {}
+    for m in _SAMPLE.finditer(text):
+        if m.group(1) in names:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
+
+
+COUNTERS = {
+    "plumb_ingest_received_bytes_total",
+    "plumb_ingest_messages_total",
+    "plumb_store_written_changes_total",
+    "plumb_store_batches_total",
+    "plumb_store_dropped_updates_total",
+    "plumb_store_pending_updates",
+    "plumb_ingest_resyncs_total",
+    "plumb_ingest_streams_superseded_total",
+    "plumb_ingest_streams_closed_by_aggregator_total",
+    "plumb_agent_connected",
+}
+
+
+async def scrape(http: httpx.AsyncClient) -> tuple[dict[str, float], float, int]:
+    t = time.perf_counter()
+    r = await http.get("/metrics")
+    return metric_values(r.text, COUNTERS), time.perf_counter() - t, len(r.content)
+
+
+async def wait_connected(http, n: int, timeout_s: float, since: float) -> dict:
+    """Poll /v1/nodes until n nodes are connected; seconds from `since`, and the poll costs."""
+    deadline = time.monotonic() + timeout_s
+    polls, best = [], 0
+    while time.monotonic() < deadline:
+        t = time.perf_counter()
+        try:
+            r = await http.get("/v1/nodes")
+            polls.append(time.perf_counter() - t)
+            if r.status_code == 200:
+                best = sum(1 for x in r.json() if x["connected"])
+                if best >= n:
+                    return {
+                        "seconds": round(time.monotonic() - since, 2),
+                        "connected": best,
+                        "nodes_polls": len(polls),
+                        "nodes_poll_ms_max": round(max(polls) * 1000, 1),
+                    }
+        except httpx.HTTPError:
+            pass
+        # A 10,000-node list costs the aggregator real time: keep the poller under ~1/3 duty.
+        await asyncio.sleep(max(0.5, 2 * polls[-1]) if polls else 0.5)
+    return {"seconds": None, "connected": best, "timed_out_s": timeout_s}
+
+
+async def wait_ready(http, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if (await http.get("/readyz")).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.1)
+    raise TimeoutError("aggregator never became ready")
+
+
+def pct(xs: list[float]) -> dict:
+    ms = sorted(x * 1000 for x in xs)
+    if not ms:
+        return {}
+    return {
+        "n": len(ms),
+        "p50_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+        "max_ms": round(ms[-1], 1),
+    }
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+# ---------------------------------------------------------------- the phases
+
+
+async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Fleet) -> dict:
+    """Settle, then measure CPU, RSS, wire bytes and store writes over the window."""
+    await asyncio.sleep(args.settle_s)
+    for w in workers:
+        await w.ask("changes_on")
+    local.changing = True
+    m0, _, _ = await scrape(http)
+    statuses0 = [await w.ask("status") for w in workers] + [local.status()]
+    cpu0, t0 = agg.cpu_s(), time.monotonic()
+    rss = []
+    while (elapsed := time.monotonic() - t0) < args.window_s:
+        rss.append(agg.rss_bytes())
+        await asyncio.sleep(min(5.0, args.window_s - elapsed))
+    cpu1, t1 = agg.cpu_s(), time.monotonic()
+    statuses1 = [await w.ask("status") for w in workers] + [local.status()]
+    m1, scrape_s, scrape_bytes = await scrape(http)
+    for w in workers:
+        await w.ask("changes_off")
+    local.changing = False
+    window = t1 - t0
+    d = {k: m1.get(k, 0.0) - m0.get(k, 0.0) for k in COUNTERS}
+    changes = sum(s["changes"] for s in statuses1) - sum(s["changes"] for s in statuses0)
+    # Client bytes are per process: the first status of each process is its baseline.
+    client_bytes = sum(s["sent_bytes"] for s in statuses1) - sum(s["sent_bytes"] for s in statuses0)
+    node_hours = args.agents * window / 3600
+    return {
+        "window_s": round(window, 1),
+        "load_avg_after": loadavg(),
+        "aggregator_cpu_cores": round((cpu1 - cpu0) / window, 3),
+        "aggregator_rss_mib_max": round(max(rss) / 2**20, 1),
+        "aggregator_rss_mib_last": round(rss[-1] / 2**20, 1),
+        "messages": int(d["plumb_ingest_messages_total"]),
+        "fact_changes_made": changes,
+        "wire_bytes_per_node_hour": round(d["plumb_ingest_received_bytes_total"] / node_hours),
+        "client_bytes_per_node_hour": round(client_bytes / node_hours),
+        "store_change_rows": int(d["plumb_store_written_changes_total"]),
+        "store_change_rows_per_s": round(d["plumb_store_written_changes_total"] / window, 2),
+        "store_batches_per_s": round(d["plumb_store_batches_total"] / window, 2),
+        "store_rows_per_change": round(d["plumb_store_written_changes_total"] / changes, 2)
+        if changes
+        else None,
+        "store_dropped_updates_total": int(m1.get("plumb_store_dropped_updates_total", 0)),
+        "resyncs_in_window": int(d["plumb_ingest_resyncs_total"]),
+        "metrics_scrape_ms": round(scrape_s * 1000, 1),
+        "metrics_bytes": scrape_bytes,
+    }
+
+
+async def latency(args, http, local: Fleet) -> dict:
+    """Driver changes on probe agents, timed from the agent's collector to /metrics and drift."""
+    from plumb.facts import Reading
+
+    to_metrics, to_drift, failed = [], [], 0
+    names = list(local.nodes)
+    for k in range(args.probes):
+        name = names[k % len(names)]
+        node = local.nodes[name]
+        version = f"999.{k}.{random.randrange(10**6)}"
+        needle = f'driver_version="{version}"'
+        node.watch = version
+        node.set("driver.driver_version", Reading.ok(version))
+        seen: dict[str, float] = {}
+
+        async def poll_metrics(needle=needle, seen=seen) -> None:
+            while "m" not in seen:
+                r = await http.get("/metrics")
+                if needle in r.text:
+                    seen["m"] = time.monotonic()
+                await asyncio.sleep(0.01)
+
+        async def poll_drift(name=name, version=version, seen=seen) -> None:
+            while "d" not in seen:
+                r = await http.get("/v1/drift", params={"node": name})
+                if any(f["observed"] == version for f in r.json()):
+                    seen["d"] = time.monotonic()
+                await asyncio.sleep(0.01)
+
+        try:
+            await asyncio.wait_for(asyncio.gather(poll_metrics(), poll_drift()), timeout=30)
+        except (TimeoutError, httpx.HTTPError):
+            failed += 1
+            continue
+        start = node.noticed[version]
+        to_metrics.append(seen["m"] - start)
+        to_drift.append(seen["d"] - start)
+    return {"to_metrics": pct(to_metrics), "to_drift": pct(to_drift), "failed": failed}
+
+
+async def api_latency(args, http) -> dict:
+    lists, details = [], []
+    for _ in range(args.api_list):
+        t = time.perf_counter()
+        r = await http.get("/v1/nodes")
+        r.raise_for_status()
+        lists.append(time.perf_counter() - t)
+    for _ in range(args.api_detail):
+        name = f"bench-{random.randrange(args.agents):05d}"
+        t = time.perf_counter()
+        r = await http.get(f"/v1/nodes/{name}")
+        r.raise_for_status()
+        details.append(time.perf_counter() - t)
+    return {"nodes_list": pct(lists), "node_detail": pct(details)}
+
+
+async def storm(args, agg: Aggregator, http, workers) -> dict:
+    """Stop the aggregator with every agent connected; restart it on the same DB."""
+    sig = signal.SIGKILL if args.storm == "sigkill" else signal.SIGTERM
+    t_kill = time.monotonic()
+    await agg.stop(sig)
+    t_down = time.monotonic()
+    t_start = await agg.start()
+    await wait_ready(http)
+    t_ready = time.monotonic()
+    cpu0 = agg.cpu_s()
+    done = await wait_connected(http, args.agents, args.storm_timeout_s, since=t_start)
+    cpu1 = agg.cpu_s()
+    m, _, _ = await scrape(http)
+    statuses = [await w.ask("status") for w in workers]
+    return {
+        "signal": args.storm,
+        "stop_s": round(t_down - t_kill, 2),
+        "restart_to_ready_s": round(t_ready - t_start, 2),
+        "restart_to_all_connected_s": done["seconds"],
+        "kill_to_all_connected_s": round(done["seconds"] + (t_start - t_kill), 2)
+        if done["seconds"] is not None
+        else None,
+        "connected": done["connected"],
+        "aggregator_cpu_s_during_resync": round(cpu1 - cpu0, 1),
+        "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
+        "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
+        "resyncs_total": int(m.get("plumb_ingest_resyncs_total", 0)),
+        "agent_connections_total": sum(s["connections"] for s in statuses),
+        "load_avg_after": loadavg(),
+    }
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agents", type=int, default=100)
+    p.add_argument("--workers", type=int, default=None, help="agent processes (default: auto)")
+    p.add_argument("--mode", choices=["delta", "full-resend"], default="delta")
+    p.add_argument("--change-rate", type=float, default=0.01, help="nodes changing per minute")
+    p.add_argument("--heartbeat-s", type=float, default=30.0)
+    p.add_argument("--poll-interval", type=float, default=10.0, help="fleet agents' poll")
+    p.add_argument("--probe-agents", type=int, default=10, help="in-process, poll 0.2 s")
+    p.add_argument("--settle-s", type=float, default=10.0)
+    p.add_argument("--window-s", type=float, default=120.0)
+    p.add_argument("--probes", type=int, default=20)
+    p.add_argument("--api-list", type=int, default=10)
+    p.add_argument("--api-detail", type=int, default=100)
+    p.add_argument("--storm", choices=["none", "sigterm", "sigkill"], default="none")
+    p.add_argument("--backoff-max-s", type=float, default=None, help="agents' (default 30)")
+    p.add_argument("--connect-timeout-s", type=float, default=300.0)
+    p.add_argument("--storm-timeout-s", type=float, default=180.0)
+    p.add_argument("--db", default=None, help="database URL (default: SQLite in a temp dir)")
+    p.add_argument("--pid-file", default=None, help="write the aggregator's pid here")
+    p.add_argument("--name", default=None, help="result file name (default: scale_<mode>_<n>)")
+    args = p.parse_args()
+    from plumb.logs import configure_logging
+
+    configure_logging("ERROR")
+    _cheap_agent_wire()
+    workdir = Path(tempfile.mkdtemp(prefix="plumb-fleet-"))
+    db = args.db or f"sqlite:///{workdir}/fleet.db"
+    grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
+    n_probe = min(args.probe_agents, args.agents)
+    n_fleet = args.agents - n_probe
+    n_workers = args.workers if args.workers is not None else (2 if n_fleet > 2000 else 1)
+    n_workers = min(n_workers, n_fleet) if n_fleet else 0
+    result: dict = {
+        "benchmark": "fleet",
+        "mode": args.mode,
+        "agents": args.agents,
+        "agent_processes": n_workers,
+        "probe_agents": n_probe,
+        "heartbeat_s": args.heartbeat_s,
+        "change_rate_per_node_per_min": args.change_rate,
+        "fleet_poll_interval_s": args.poll_interval,
+        "agent_backoff_max_s": args.backoff_max_s or 30.0,
+        "db": "sqlite" if args.db is None else args.db.split(":", 1)[0],
+        "load_avg_before": loadavg(),
+    }
+    agg = Aggregator(db, grpc_addr, http_port, args.heartbeat_s)
+    agg.pid_file = args.pid_file
+    base = f"http://127.0.0.1:{http_port}"
+    ctx = mp.get_context("spawn")
+    workers: list[Worker] = []
+    local: Fleet | None = None
+    try:
+        await agg.start()
+        async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+            await wait_ready(http)
+            common = {
+                "mode": args.mode,
+                "grpc": grpc_addr,
+                "heartbeat_s": args.heartbeat_s,
+                "change_rate": args.change_rate,
+                "backoff_max_s": args.backoff_max_s,
+                "workdir": str(workdir),
+            }
+            local = Fleet({**common, "indices": range(n_probe), "poll_interval_s": 0.2, "seed": 0})
+            share = [list(range(n_probe + w, args.agents, n_workers)) for w in range(n_workers)]
+            t0 = time.monotonic()
+            cpu0 = agg.cpu_s()
+            for w in range(n_workers):
+                spec = {
+                    **common,
+                    "indices": share[w],
+                    "poll_interval_s": args.poll_interval,
+                    "seed": w + 1,
+                }
+                workers.append(Worker(ctx, spec))
+            await local.start()
+            done = await wait_connected(http, args.agents, args.connect_timeout_s, since=t0)
+            m, _, _ = await scrape(http)
+            result["connect"] = {
+                **done,
+                "aggregator_cpu_s": round(agg.cpu_s() - cpu0, 1),
+                "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
+                "streams_closed_by_aggregator": int(
+                    m.get("plumb_ingest_streams_closed_by_aggregator_total", 0)
+                ),
+                "note": "includes spawning agent processes and collecting profile facts",
+            }
+            print("connect", json.dumps(result["connect"]), flush=True)
+            if done["seconds"] is None:
+                raise SystemExit("fleet never fully connected")
+            result["steady"] = await steady(args, agg, http, workers, local)
+            print("steady", json.dumps(result["steady"]), flush=True)
+            if args.probes:
+                result["latency"] = await latency(args, http, local)
+                print("latency", json.dumps(result["latency"]), flush=True)
+            if args.api_list or args.api_detail:
+                result["api"] = await api_latency(args, http)
+                print("api", json.dumps(result["api"]), flush=True)
+            if args.storm != "none":
+                result["storm"] = await storm(args, agg, http, workers)
+                print("storm", json.dumps(result["storm"]), flush=True)
+            if db.startswith("sqlite:///"):
+                result["sqlite"] = sqlite_stats(db.removeprefix("sqlite:///"))
+    finally:
+        for w in workers:
+            try:
+                await w.ask("stop", timeout_s=10)
+            except (TimeoutError, OSError, EOFError):
+                pass
+        if local is not None:
+            await asyncio.wait_for(local.close(), timeout=30)
+        for w in workers:
+            w.proc.join(timeout=30)
+            if w.proc.is_alive():
+                w.proc.kill()
+        await agg.stop()
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    result["load_avg_after"] = loadavg()
+    result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    RESULTS.mkdir(exist_ok=True)
+    name = args.name or f"scale_{args.mode.replace('-', '_')}_{args.agents}"
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print("wrote", RESULTS / f"{name}.json")
+
+
+def sqlite_stats(path: str) -> dict:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
+        rows = {t: con.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables}
+    finally:
+        con.close()
+    return {"file_mib": round(os.path.getsize(path) / 2**20, 1), "rows": rows}
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
