@@ -46,6 +46,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/fact_to_metric.py
 	$(BIN)/python bench/recipes_bench.py
 	$(BIN)/python bench/bundle_bench.py
+	$(BIN)/python bench/validation_bench.py
+	$(BIN)/python bench/agent_footprint.py
+	$(BIN)/python bench/fleet.py --agents 1000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
