@@ -257,8 +257,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if wire.content_hash(flat) != full.content_hash:
             raise InvalidInput("FullFacts content_hash does not match its facts")
         first = not session.has_facts
+        if not self._apply(session, full.seq, flat, full.content_hash, first=first):
+            return self._store_full(session)
         session.seq, session.has_facts, session.awaiting_full = full.seq, True, False
-        self._apply(session, flat, full.content_hash, first=first)
         return _ack(full.seq)
 
     def _delta(
@@ -283,8 +284,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             )
         if wire.content_hash(new) != delta.content_hash:
             return self._resync(session, "hash_mismatch", "facts differ after applying the delta")
+        if not self._apply(session, delta.seq, new, delta.content_hash):
+            return self._store_full(session)
         session.seq = delta.seq
-        self._apply(session, new, delta.content_hash)
         return _ack(delta.seq)
 
     def _heartbeat(
@@ -305,9 +307,19 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         return agent_pb2.ConnectResponse(resync=agent_pb2.Resync(reason=detail))
 
     def _apply(
-        self, session: Session, new: dict[str, wire.Reading], digest: str, *, first: bool = False
-    ) -> None:
-        """Make `new` the node's facts; the first facts of a stream also mark it connected."""
+        self,
+        session: Session,
+        seq: int,
+        new: dict[str, wire.Reading],
+        digest: str,
+        *,
+        first: bool = False,
+    ) -> bool:
+        """Make `new` the node's facts, if the store can take the change; False if not.
+
+        The update is queued before the live state changes, so memory never holds a change
+        the database will not get: a full queue leaves both as they were, for a resync.
+        """
         now = self._clock()
         node: NodeState = self._state.node(session.node, now)
         # A node's very first facts are its starting point, not a change: they go to the facts
@@ -317,20 +329,27 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         changes = tuple(Change(p, node.facts.get(p), r) for p, r in changed.items()) + tuple(
             Change(p, node.facts[p], None) for p in removed
         )
-        node.facts, node.content_hash, node.seq, node.last_report_at = new, digest, session.seq, now
         update = NodeUpdate(
             node=session.node, at=now, changes=changes, last_report_at=now, history=not starting
         )
         if first:
-            node.connected, node.session_id = True, session.id
-            node.boot_id, node.agent_version = session.boot_id, session.agent_version
             update = replace(
                 update, connected=True, boot_id=session.boot_id, agent_version=session.agent_version
             )
+        if not self._writer.submit(update):
+            return False
+        node.facts, node.content_hash, node.seq, node.last_report_at = new, digest, seq, now
+        if first:
+            node.connected, node.session_id = True, session.id
+            node.boot_id, node.agent_version = session.boot_id, session.agent_version
         self._state.changed()
-        self._submit(update)
         if changes:
             self.on_facts(node)
+        return True
+
+    def _store_full(self, session: Session) -> agent_pb2.ConnectResponse:
+        log.warning("store queue full, facts refused", extra={"node": session.node})
+        return self._resync(session, "store_full", "the aggregator's write queue is full")
 
     def _submit(self, update: NodeUpdate) -> None:
         if not self._writer.submit(update):
