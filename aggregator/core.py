@@ -19,12 +19,14 @@ from aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
 from aggregator.errors import NotFound, Unavailable
 from aggregator.evaluation import Evaluator, pool_name
 from aggregator.ingest import Ingest, utcnow
+from aggregator.k8s import api_client, in_cluster
 from aggregator.metrics import Metrics, build_registry, exposition
 from aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
 from aggregator.settings import AggregatorSettings
 from aggregator.state import LiveState, NodeState, NodeSummary
 from aggregator.store import HistoryEntry, Store, StoreError, Writer
 from aggregator.validation import ValidationRun, Validator
+from aggregator.validation.kubernetes import Kube
 from plumb import facts as wire
 
 log = logging.getLogger(__name__)
@@ -341,10 +343,26 @@ def _validator(
         grace_s=v.grace_s,
         default_deadline_s=v.default_deadline_s,
         keep_runs=v.keep_runs,
+        kube=_kube(settings),
     )
     ingest.on_check_result = validator.check_result
     ingest.on_stream_closed = validator.stream_closed
     return validator
+
+
+def _kube(settings: AggregatorSettings) -> Kube | None:
+    """The Kubernetes checks' client: auth.kubeconfig, else in cluster; None where neither."""
+    if settings.validation.kubernetes == "off":
+        return None
+    kubeconfig = settings.auth.kubeconfig
+    if kubeconfig is None and not in_cluster():
+        return None  # not in a cluster and no kubeconfig: the checks are skipped
+    try:
+        api = api_client(kubeconfig)
+    except Unavailable as exc:
+        log.warning("Kubernetes checks disabled", extra={"error": str(exc)})
+        return None
+    return Kube(api, settings.validation.namespace)
 
 
 def _redact(url: str) -> str:

@@ -40,6 +40,12 @@ class ValidationSettings(BaseModel):
     default_deadline_s: float = Field(1800.0, gt=0)
     # Runs kept in memory for GET (older ones are read from the store).
     keep_runs: int = Field(50, ge=1)
+    # Where Kubernetes checks create their Jobs (the chart's Role allows them only there).
+    # The chart sets PLUMB_VALIDATION_NAMESPACE; PLUMB_VALIDATION__NAMESPACE works too.
+    namespace: str = "plumb-validation"
+    # Kubernetes checks run when the aggregator has a client: `auto` uses auth.kubeconfig, or
+    # the pod's ServiceAccount when in a cluster; `off` skips them.
+    kubernetes: Literal["auto", "off"] = "auto"
 
 
 class StoreSettings(BaseModel):
@@ -104,3 +110,13 @@ class AggregatorSettings(BaseSettings):
     recipes: RecipeSettings = RecipeSettings()
     auth: AuthSettings = AuthSettings()
     validation: ValidationSettings = ValidationSettings()
+    # PLUMB_VALIDATION_NAMESPACE, as the chart sets it: overrides validation.namespace.
+    validation_namespace: str | None = None
+
+    @model_validator(mode="after")
+    def _validation_namespace(self) -> AggregatorSettings:
+        if self.validation_namespace:
+            self.validation = self.validation.model_copy(
+                update={"namespace": self.validation_namespace}
+            )
+        return self

@@ -4,7 +4,7 @@ Everything here calls the synchronous `kubernetes` client off the event loop (as
 or a watch thread) and knows nothing of the API, CLI or gRPC layers that use it.
 """
 
-from aggregator.k8s.client import api_client
+from aggregator.k8s.client import api_client, in_cluster
 from aggregator.k8s.lease import LeaderElector, LeaseTiming
 from aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_info
 from aggregator.k8s.tokenreview import TokenIdentity, review_token, verify_agent
@@ -16,6 +16,7 @@ __all__ = [
     "NodeWatcher",
     "TokenIdentity",
     "api_client",
+    "in_cluster",
     "node_info",
     "review_token",
     "verify_agent",

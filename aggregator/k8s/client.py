@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kubernetes import client, config
+from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME
 
 from aggregator.errors import Unavailable
 
@@ -22,3 +24,8 @@ def api_client(kubeconfig: Path | None) -> client.ApiClient:
             f"cannot configure the Kubernetes client from {where}: {exc}",
             hint="run in a pod, or set PLUMB_AUTH__KUBECONFIG",
         ) from exc
+
+
+def in_cluster() -> bool:
+    """Whether this process runs in a pod (the kubelet sets the service host variable)."""
+    return bool(os.environ.get(SERVICE_HOST_ENV_NAME))

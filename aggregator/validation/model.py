@@ -12,6 +12,9 @@ Status = Literal["pass", "fail", "warn", "skip", "error"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip", "error")
 State = Literal["running", "finished"]
 Result = Literal["passed", "failed"]
+# The node name of a cluster-wide result (a check that runs against the Kubernetes API once
+# per run rather than on each node).
+CLUSTER = "(cluster)"
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,19 @@ class ValidationRun:
     def state(self) -> State:
         return "running" if self.finished_at is None else "finished"
 
+    def targets(self, check: PlannedCheck) -> tuple[str, ...]:
+        """Where a check's results land: each node, or once for the cluster."""
+        return (CLUSTER,) if check.runs_on == "kubernetes" else self.nodes
+
+    @property
+    def suites(self) -> tuple[str, ...]:
+        """The nodes, then the cluster when a cluster-wide check is planned."""
+        cluster = any(c.runs_on == "kubernetes" for c in self.checks)
+        return (*self.nodes, CLUSTER) if cluster else self.nodes
+
     @property
     def total(self) -> int:
-        return len(self.nodes) * len(self.checks)
+        return sum(len(self.targets(c)) for c in self.checks)
 
     def counts(self) -> dict[str, int]:
         """Results by status, plus `pending` for those not in yet."""

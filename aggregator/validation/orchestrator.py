@@ -5,7 +5,9 @@ Agent checks go to every selected node as one RunChecks message on its open stre
 semaphore bounding the nodes in flight; each node gets the sum of its checks' timeouts plus
 a grace period, and the whole run a global deadline. A node that is not connected, whose
 stream closes mid-run, or that runs past its time gets `error` for the checks still missing:
-a run always finishes. Results are graded (benchmarks against the GPU's peak), kept in memory
+a run always finishes. Kubernetes checks run once per run against the API server, beside the
+node checks, and report under the node "(cluster)"; with no Kubernetes client they are
+skipped. Results are graded (benchmarks against the GPU's peak), kept in memory
 for the last runs, and stored when the run finishes.
 """
 
@@ -26,7 +28,8 @@ from aggregator.state import LiveState, NodeState
 from aggregator.validation import wire
 from aggregator.validation.deployment import DEPLOYMENT
 from aggregator.validation.grading import grade, peak_of
-from aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
+from aggregator.validation.kubernetes import KUBERNETES, Kube, run_check
+from aggregator.validation.model import CLUSTER, CheckResult, PlannedCheck, ValidationRun
 from plumb.facts import Reading
 from plumb.v1 import agent_pb2
 
@@ -65,10 +68,14 @@ class Validator:
         grace_s: float,
         default_deadline_s: float,
         keep_runs: int,
+        kube: Kube | None = None,
     ):
         for check in catalog.checks.by_id.values():
             if check.runs_on == "aggregator" and check.id not in DEPLOYMENT:
                 raise InvalidInput(f"check {check.id!r} runs in the aggregator, which lacks it")
+            if check.runs_on == "kubernetes" and check.id not in KUBERNETES:
+                raise InvalidInput(f"Kubernetes check {check.id!r} is not implemented")
+        self._kube = kube
         self._catalog = catalog
         self._state = state
         self._resolve = resolve
@@ -197,18 +204,21 @@ class Validator:
         try:
             async with asyncio.timeout(run.deadline_s):
                 agent = [d for d in defs if d.runs_on == "agent"]
+                kube = [d for d in defs if d.runs_on == "kubernetes"]
                 for node in run.nodes:
                     self._local_checks(run, node, defs)
-                if agent:
-                    await asyncio.gather(*(self._node(run, n, agent) for n in run.nodes))
+                await asyncio.gather(
+                    *(self._cluster(run, d) for d in kube),
+                    *(self._node(run, n, agent) for n in run.nodes if agent),
+                )
         except TimeoutError:
             log.warning("validation deadline", extra={"run": run.id, "s": run.deadline_s})
         finally:
             for req in [r for r in self._requests.values() if r.run is run]:
                 self._fail_remaining(req, f"the run's deadline of {run.deadline_s:g} s passed")
             now = self._clock()
-            for node in run.nodes:
-                for d in defs:
+            for d in defs:
+                for node in (CLUSTER,) if d.runs_on == "kubernetes" else run.nodes:
                     if (node, d.id) not in run.results:
                         why = f"the run's deadline of {run.deadline_s:g} s passed"
                         self._record(run, self._result(node, d, "error", why, now))
@@ -226,10 +236,7 @@ class Validator:
         state = self._state.get(node)
         now = self._clock()
         for d in defs:
-            if d.runs_on == "kubernetes":
-                why = "Kubernetes-side checks are not part of this build (issue 5)"
-                self._record(run, self._result(node, d, "skip", why, now))
-            elif d.runs_on == "aggregator":
+            if d.runs_on == "aggregator":
                 if state is None or not state.facts:
                     self._record(run, self._result(node, d, "error", "no facts from node", now))
                     continue
@@ -242,6 +249,18 @@ class Validator:
                     status, msg, details = "error", f"{type(exc).__name__}: {exc}", {}
                 result = self._result(node, d, status, msg, now)
                 self._record(run, _soften(_with(result, details), d))
+
+    async def _cluster(self, run: ValidationRun, d: CheckDef) -> None:
+        """One Kubernetes check, once for the cluster; skipped without a Kubernetes client."""
+        if self._kube is None:
+            why = "Kubernetes is not configured"
+            self._record(run, self._result(CLUSTER, d, "skip", why))
+            return
+        started = asyncio.get_running_loop().time()
+        status, msg, details = await run_check(self._kube, d)
+        took = asyncio.get_running_loop().time() - started
+        result = replace(self._result(CLUSTER, d, status, msg), details=details, duration_s=took)
+        self._record(run, _soften(result, d))
 
     async def _node(self, run: ValidationRun, node: str, defs: list[CheckDef]) -> None:
         async with self._parallel:

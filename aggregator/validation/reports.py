@@ -77,8 +77,8 @@ def _ms(t: datetime | None) -> int:
 def _pending(run: ValidationRun) -> list[tuple[str, str, str]]:
     return [
         (node, c.id, c.phase)
-        for node in run.nodes
         for c in run.checks
+        for node in run.targets(c)
         if (node, c.id) not in run.results
     ]
 
@@ -139,7 +139,7 @@ def junit(run: ValidationRun) -> str:
         by_node.setdefault(r.node, []).append(r)
     pending = _pending(run)
     total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for node in run.nodes:
+    for node in run.suites:
         results = by_node.get(node, [])
         suite = ET.SubElement(suites, "testsuite", name=node)
         n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}

@@ -81,7 +81,11 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
     assert "simulated" in nccl["message"]
     assert results[("healthy", "recipe-constraints")]["status"] in ("pass", "warn")
     assert run["progress"]["pending"] == 0
-    assert run["progress"]["total"] == 2 * len(run["checks"])
+    # The Kubernetes checks (no client here: skipped) report once, under "(cluster)".
+    kube = {c for (n, c) in results if n == "(cluster)"}
+    assert kube == {"gpu-scheduling", "gpu-health-monitor", "nodes-ready"}
+    assert {results[("(cluster)", c)]["status"] for c in kube} == {"skip"}
+    assert run["progress"]["total"] == 2 * (len(run["checks"]) - len(kube)) + len(kube)
 
     samples = scrape(aggregator)
     assert ("plumb_validation_runs_total", {"result": "failed"}, 1.0) in samples
@@ -106,16 +110,17 @@ def test_ctrf_and_junit_reports_describe_the_run(aggregator, start_agent):
     summary = report["results"]["summary"]
     assert report["reportFormat"] == "CTRF"
     assert report["results"]["tool"]["name"] == "plumb"
-    assert summary["tests"] == len(run["checks"]) == len(report["results"]["tests"])
+    assert summary["tests"] == len(run["checks"]) == len(report["results"]["tests"])  # one node
     assert summary["skipped"] >= 1 and summary["pending"] == 0
     assert {t["name"] for t in report["results"]["tests"]} >= {"ci-node/ecc", "ci-node/xid"}
 
     xml = aggregator.get(f"/v1/validations/{run['id']}", format="junit").text
     root = ET.fromstring(xml.encode())
     assert root.tag == "testsuites"
-    (suite,) = root.findall("testsuite")
-    assert suite.get("name") == "ci-node"
-    assert len(suite.findall("testcase")) == len(run["checks"])
+    suite, cluster = root.findall("testsuite")
+    assert suite.get("name") == "ci-node" and cluster.get("name") == "(cluster)"
+    cases = suite.findall("testcase") + cluster.findall("testcase")
+    assert len(cases) == len(run["checks"])
     json.dumps(report)
 
 

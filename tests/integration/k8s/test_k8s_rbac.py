@@ -44,6 +44,10 @@ ALLOWED = [
     ("create", "leases", "coordination.k8s.io", "plumb"),
     ("update", "leases", "coordination.k8s.io", "plumb"),
     ("create", "jobs", "batch", "plumb"),
+    # gpu-scheduling reads its Job and its pod's PodScheduled condition (nodes-ready and
+    # gpu-health-monitor need only the cluster-wide node and daemonset lists above).
+    ("get", "jobs", "batch", "plumb"),
+    ("list", "pods", "", "plumb"),
     ("delete", "jobs", "batch", "plumb"),
 ]
 DENIED = [

@@ -13,7 +13,7 @@ from aggregator.settings import AggregatorSettings
 
 # Env vars the chart sets ahead of the code that reads them (issue 7, parts 3 and 4).
 PENDING_AGENT_ENV: set[str] = set()
-PENDING_AGGREGATOR_ENV = {"PLUMB_NAMESPACE", "PLUMB_POD_NAME", "PLUMB_VALIDATION_NAMESPACE"}
+PENDING_AGGREGATOR_ENV = {"PLUMB_NAMESPACE", "PLUMB_POD_NAME"}
 BUILTIN_GROUPS_SKIPPED = ("monitoring.coreos.com/",)  # CRDs: no schema in kubernetes-validate
 
 

@@ -98,10 +98,11 @@ async def test_node_checks_fan_out_once_per_node_and_all_results_arrive():
     run = await finish(v, v.start(phases=("conformance",)).id)
     assert sorted(n for n, _ in fleet.sent) == ["a", "b", "c"]
     ids = [c.id for c in fleet.sent[0][1].checks]
-    assert ids == [c.id for c in run.checks] and "gpu-count" in ids
+    assert ids == [c.id for c in run.checks if c.runs_on == "agent"] and "gpu-count" in ids
     gpu_count = next(c for c in fleet.sent[0][1].checks if c.id == "gpu-count")
     assert gpu_count.parameters["expected_gpus"] == "8"
-    assert run.result == "passed" and run.counts()["pass"] == run.total == 3 * len(ids)
+    assert run.result == "passed" and run.counts()["pass"] == 3 * len(ids)
+    assert run.counts()["skip"] == run.total - 3 * len(ids) == 3  # the Kubernetes checks
 
 
 async def test_a_benchmark_below_its_share_of_peak_fails_with_figures():
@@ -198,15 +199,21 @@ async def test_reports_validate_as_ctrf_and_parse_as_junit(tmp_path: Path):
     report = ctrf(run)
     jsonschema.validate(report, SCHEMA)
     s = report["results"]["summary"]
-    assert s["tests"] == run.total and s["failed"] == 2 and s["skipped"] == 1
+    # No Kubernetes client here: the cluster-wide checks are skipped once, under "(cluster)".
+    kube = [c for c in run.checks if c.runs_on == "kubernetes"]
+    assert kube and run.total == 2 * (len(run.checks) - len(kube)) + len(kube)
+    assert s["tests"] == run.total and s["failed"] == 2 and s["skipped"] == 1 + len(kube)
     assert s["start"] <= s["stop"]
     path = tmp_path / "junit.xml"
     path.write_text(junit(run))
     xml = JUnitXml.fromfile(str(path))
     suites = {suite.name: suite for suite in xml}
-    assert set(suites) == {"a", "b"}
+    assert set(suites) == {"a", "b", "(cluster)"}
     assert suites["b"].failures == 1 and suites["b"].errors == 1 and suites["b"].skipped == 1
-    assert suites["a"].tests == len(run.checks)
+    assert suites["a"].tests == len(run.checks) - len(kube)
+    assert suites["(cluster)"].tests == suites["(cluster)"].skipped == len(kube)
+    cluster = [r for r in run.results.values() if r.node == "(cluster)"]
+    assert {r.message for r in cluster} == {"Kubernetes is not configured"}
     body = run_json(run)
     assert body["progress"]["done"] == run.total and len(body["results"]) == run.total
 

@@ -1,0 +1,189 @@
+"""Kubernetes checks against the real apiserver: the test plays the kubelet."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+from kubernetes import client
+
+from aggregator.recipes import load_catalog
+from aggregator.validation.kubernetes import Kube, run_check
+
+from .conftest import until
+
+CHECKS = load_catalog().checks.by_id
+NS = "plumb-validation"
+
+
+def check(check_id: str, **over):
+    return CHECKS[check_id].model_copy(update=over)
+
+
+@pytest.fixture(scope="module")
+def kube(api: client.ApiClient) -> Kube:
+    core = client.CoreV1Api(api)
+    try:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    return Kube(api, NS, poll_s=0.1)
+
+
+def jobs_left(api: client.ApiClient) -> list[str]:
+    return [j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job(NS).items]
+
+
+def play_kubelet(api: client.ApiClient, stop: threading.Event, bound: list[str]) -> None:
+    """Every scheduled pod of the GPU Job succeeds, as a kubelet would report it."""
+    core = client.CoreV1Api(api)
+    while not stop.is_set():
+        for pod in core.list_namespaced_pod(NS, label_selector="plumb.dev/check").items:
+            if pod.spec.node_name and pod.status.phase == "Pending":
+                bound.append(pod.spec.node_name)
+                core.patch_namespaced_pod_status(
+                    pod.metadata.name,
+                    NS,
+                    {"status": {"phase": "Succeeded", "conditions": [
+                        {"type": "Ready", "status": "False", "reason": "PodCompleted"}
+                    ], "containerStatuses": [{
+                        "name": "gpu", "image": pod.spec.containers[0].image, "imageID": "",
+                        "ready": False, "restartCount": 0,
+                        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                    }]}},
+                )  # fmt: skip
+        stop.wait(0.05)
+
+
+def test_gpu_scheduling_passes_when_a_gpu_node_runs_the_job(api, kube, make_node):
+    make_node("val-gpu-1", {"nvidia.com/gpu.present": "true"}, gpus=1)
+    stop, bound = threading.Event(), []
+    kubelet = threading.Thread(target=play_kubelet, args=(api, stop, bound), daemon=True)
+    kubelet.start()
+    try:
+        status, message, details = asyncio.run(run_check(kube, check("gpu-scheduling")))
+    finally:
+        stop.set()
+        kubelet.join()
+    assert status == "pass", message
+    assert bound and details["node"] == bound[0]
+    assert f"ran on {bound[0]} and completed" in message
+    until(lambda: not jobs_left(api), what="the Job deleted")
+
+
+def test_gpu_scheduling_fails_with_the_schedulers_reason_and_cleans_up(api, kube):
+    core = client.CoreV1Api(api)
+    # No GPU capacity: cordon every node that has some (other tests' nodes included).
+    gpu_nodes = [
+        n.metadata.name
+        for n in core.list_node().items
+        if int((n.status.capacity or {}).get("nvidia.com/gpu", "0")) > 0
+    ]
+    for name in gpu_nodes:
+        core.patch_node(name, {"spec": {"unschedulable": True}})
+    try:
+        status, message, details = asyncio.run(
+            run_check(kube, check("gpu-scheduling", timeout_s=3))
+        )
+    finally:
+        for name in gpu_nodes:
+            core.patch_node(name, {"spec": {"unschedulable": False}})
+    assert status == "fail"
+    assert message.startswith(
+        "no node could schedule a pod requesting nvidia.com/gpu: 1 within 3 s: 0/"
+    ), message
+    assert "nodes are available" in message  # the PodScheduled condition's message
+    assert "node" not in details
+    until(lambda: not jobs_left(api), what="the Job deleted")
+    until(
+        lambda: not core.list_namespaced_pod(NS, label_selector="plumb.dev/check").items,
+        timeout=60,  # the garbage collector's informers sync slowly on a fresh control plane
+        what="the Job's pod deleted (propagation Background)",
+    )
+
+
+def test_nodes_ready_names_the_gpu_node_that_is_not_ready(api, kube, make_node):
+    core = client.CoreV1Api(api)
+    make_node("val-gpu-ready", {"nvidia.com/gpu.present": "true"})
+    status, message, _ = asyncio.run(run_check(kube, check("nodes-ready")))
+    assert status == "pass", message
+
+    make_node("val-gpu-sick", gpus=2)  # GPU capacity, no label: still a GPU node
+    sick = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "PLEG"}
+    core.patch_node_status("val-gpu-sick", {"status": {"conditions": [sick]}})
+    try:
+        status, message, details = asyncio.run(run_check(kube, check("nodes-ready")))
+        assert status == "fail"
+        assert "val-gpu-sick (False: KubeletNotReady PLEG)" in message
+        assert details["val-gpu-ready"] == "Ready"
+    finally:
+        ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+        core.patch_node_status("val-gpu-sick", {"status": {"conditions": [ready]}})
+
+
+def test_gpu_health_monitor_wants_a_ready_dcgm_exporter(api, kube, make_node):
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    status, message, _ = asyncio.run(run_check(kube, check("gpu-health-monitor")))
+    assert status == "fail" and "no dcgm-exporter or NVSentinel DaemonSet" in message
+
+    selector = {"plumb-test/dcgm": uuid.uuid4().hex[:8]}
+    make_node("val-dcgm-node", selector)
+    labels = {"app": "nvidia-dcgm-exporter"}
+    ds = client.V1DaemonSet(
+        metadata=client.V1ObjectMeta(name="nvidia-dcgm-exporter", labels=labels),
+        spec=client.V1DaemonSetSpec(
+            selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(
+                    node_selector=selector,
+                    containers=[client.V1Container(name="dcgm", image="dcgm-exporter")],
+                ),
+            ),
+        ),
+    )
+    apps.create_namespaced_daemon_set(NS, ds)
+    try:
+        pod = until(
+            lambda: [
+                p
+                for p in core.list_namespaced_pod(
+                    NS, label_selector="app=nvidia-dcgm-exporter"
+                ).items
+                if p.spec.node_name
+            ],
+            timeout=30,
+            what="the DaemonSet pod scheduled",
+        )[0]
+        until(
+            lambda: (
+                apps.read_namespaced_daemon_set(
+                    ds.metadata.name, NS
+                ).status.desired_number_scheduled
+                == 1
+            ),
+            what="the DaemonSet's desired count",
+        )
+        status, message, details = asyncio.run(run_check(kube, check("gpu-health-monitor")))
+        assert status == "fail", message
+        assert f"{NS}/nvidia-dcgm-exporter 0/1 ready" in message
+
+        ready = [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]
+        core.patch_namespaced_pod_status(
+            pod.metadata.name, NS, {"status": {"phase": "Running", "conditions": ready}}
+        )
+        until(
+            lambda: apps.read_namespaced_daemon_set(ds.metadata.name, NS).status.number_ready == 1,
+            timeout=30,
+            what="the DaemonSet ready",
+        )
+        status, message, details = asyncio.run(run_check(kube, check("gpu-health-monitor")))
+        assert status == "pass", message
+        assert details == {f"{NS}/nvidia-dcgm-exporter": "1/1 ready"}
+    finally:
+        apps.delete_namespaced_daemon_set(ds.metadata.name, NS, propagation_policy="Background")
+        for p in core.list_namespaced_pod(NS, label_selector="app=nvidia-dcgm-exporter").items:
+            core.delete_namespaced_pod(p.metadata.name, NS, grace_period_seconds=0)
