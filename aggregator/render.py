@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from rich.console import Group
 from rich.table import Table
 
+from plumb.facts import leaves
+
 
 def nodes_table(rows: list[dict]) -> Table:
     """The `plumb nodes` table."""
@@ -168,23 +170,6 @@ def _cell(reading: object) -> str:
     return str(value)
 
 
-def _flat_facts(tree: dict, prefix: str = "") -> list[tuple[str, dict]]:
-    """(path, reading) for every non-GPU fact of a nested facts tree, in path order."""
-    out: list[tuple[str, dict]] = []
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        if path == "gpus":
-            continue
-        if isinstance(value, dict) and "status" in value:
-            out.append((path, value))
-        elif isinstance(value, dict):
-            out.extend(_flat_facts(value, path + "."))
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                out.extend(_flat_facts(item, f"{path}[{i}]."))
-    return out
-
-
 # (header, fact key(s)) of the per-GPU table; a pair shows `a/b`.
 _GPU_COLUMNS: list[tuple[str, tuple[str, ...]]] = [
     ("#", ("index",)),
@@ -235,7 +220,7 @@ def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list
     facts = Table(title="facts", title_justify="left")
     facts.add_column("FACT", no_wrap=True)
     facts.add_column("VALUE")
-    for path, reading in _flat_facts(detail.get("facts") or {}):
+    for path, reading in leaves(detail.get("facts") or {}, skip=("gpus",)):
         facts.add_row(path, _cell(reading))
     gpus = detail.get("facts", {}).get("gpus") or []
     gpu_table = Table(title=f"{len(gpus)} GPUs", title_justify="left")

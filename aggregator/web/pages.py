@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
 
+from plumb.facts import leaves
+
 __all__ = ["fleet_page", "node_page", "not_found_page", "severity_order"]
 
 SEVERITIES = ("critical", "warning", "info")
@@ -227,22 +229,6 @@ def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
     return "/".join(_reading(gpu.get(k)) for k in keys)
 
 
-def _flat(tree: dict, prefix: str = "") -> list[tuple[str, dict]]:
-    out: list[tuple[str, dict]] = []
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        if path == "gpus":
-            continue
-        if isinstance(value, dict) and "status" in value:
-            out.append((path, value))
-        elif isinstance(value, dict):
-            out.extend(_flat(value, path + "."))
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                out.extend(_flat(item, f"{path}[{i}]."))
-    return out
-
-
 def _value(change: dict | None) -> str:
     if change is None:
         return "—"
@@ -299,7 +285,7 @@ def _node_body(detail: dict, findings: list[dict], history: list[dict], now: dat
     )
     fact_rows = "".join(
         f"<tr><th><code>{e(path)}</code></th><td>{_reading(r)}</td></tr>"
-        for path, r in _flat(facts)
+        for path, r in leaves(facts, skip=("gpus",))
     )
     state = _state(detail)
     return f"""

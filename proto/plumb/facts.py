@@ -31,6 +31,7 @@ __all__ = [
     "diff",
     "flatten",
     "from_fact",
+    "leaves",
     "nest",
     "to_fact",
     "unflatten",
@@ -353,6 +354,27 @@ def nest(flat: Mapping[str, Reading]) -> dict:
             if last:
                 raise FactsError(f"fact path names a message, not a leaf: {path}")
     return root
+
+
+def leaves(tree: Mapping, skip: tuple[str, ...] = ()) -> list[tuple[str, dict]]:
+    """(path, reading JSON) of every leaf of a `nest`ed tree, in its order; `skip` top keys."""
+    out: list[tuple[str, dict]] = []
+
+    def walk(node: Mapping, prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if not prefix and key in skip:
+                continue
+            if isinstance(value, dict) and "status" in value:
+                out.append((path, value))
+            elif isinstance(value, dict):
+                walk(value, path + ".")
+            elif isinstance(value, list):
+                for i, item in enumerate(value):
+                    walk(item, f"{path}[{i}].")
+
+    walk(tree, "")
+    return out
 
 
 def _path_sort_key(path: str) -> list[tuple[str, int]]:

@@ -138,3 +138,8 @@ def test_flatten_shares_equal_readings_but_keeps_signed_zero_apart():
     assert a["driver.driver_version"] is b["driver.driver_version"]  # one copy per fleet
     assert str(c["gpus[0].power_limit_watts"].value) == "-0.0"
     assert wire.content_hash(a) != wire.content_hash(c)
+
+
+@given(flat_facts())
+def test_leaves_of_the_nested_tree_are_the_flat_facts(flat):
+    assert {p: wire.Reading(**r) for p, r in wire.leaves(wire.nest(flat))} == flat
