@@ -65,7 +65,8 @@ class Session:
     seq: int = 0
     has_facts: bool = False
     awaiting_full: bool = False
-    superseded: bool = False
+    # Why the aggregator cancelled this stream: "superseded" or "shutdown".
+    ended_by: str | None = None
     # Messages the aggregator starts (RunChecks), drained by the stream's writer task;
     # bounded: a full queue refuses the message rather than growing.
     outbound: asyncio.Queue | None = None
@@ -114,6 +115,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def connected(self) -> int:
         return len(self._sessions)
 
+    def close_all(self) -> None:
+        """End every stream now with UNAVAILABLE, so agents reconnect elsewhere at once."""
+        for session in list(self._sessions.values()):
+            session.ended_by = "shutdown"
+            if session.task is not None:
+                session.task.cancel()
+
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: Session | None = None
         failure: tuple[grpc.StatusCode, str, str] | None = None
@@ -153,10 +161,14 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         except TimeoutError:
             failure = (grpc.StatusCode.DEADLINE_EXCEEDED, "no message within the timeout", "idle")
         except asyncio.CancelledError:
-            if session is None or not session.superseded:
+            if session is None or session.ended_by is None:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            failure = (grpc.StatusCode.ABORTED, "superseded by a newer stream", "superseded")
+            failure = (
+                (grpc.StatusCode.ABORTED, "superseded by a newer stream", "superseded")
+                if session.ended_by == "superseded"
+                else (grpc.StatusCode.UNAVAILABLE, "aggregator shutting down", "shutdown")
+            )
         finally:
             if drain is not None:
                 drain.cancel()  # it holds nothing: no need to wait for it to finish
@@ -206,7 +218,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         name = hello.node_name
         old = self._sessions.get(name)
         if old is not None:
-            old.superseded = True
+            old.ended_by = "superseded"
             if old.task is not None:
                 old.task.cancel()
             self._metrics.superseded.inc()
@@ -250,12 +262,18 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         raise InvalidInput(f"unexpected message on an open stream: {kind or 'empty'}")
 
     def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
-        try:
-            flat = wire.flatten(full.facts)
-        except wire.FactsError as exc:
-            raise InvalidInput(f"malformed FullFacts: {exc}") from exc
-        if wire.content_hash(flat) != full.content_hash:
-            raise InvalidInput("FullFacts content_hash does not match its facts")
+        held = self._state.get(session.node)
+        if held is not None and held.facts and full.content_hash == held.content_hash:
+            # A reconnect resending what is held: the hash says the facts are equal, so skip
+            # parsing them (most of a reconnect storm's cost); nothing of the payload is kept.
+            flat = held.facts
+        else:
+            try:
+                flat = wire.flatten(full.facts)
+            except wire.FactsError as exc:
+                raise InvalidInput(f"malformed FullFacts: {exc}") from exc
+            if wire.content_hash(flat) != full.content_hash:
+                raise InvalidInput("FullFacts content_hash does not match its facts")
         first = not session.has_facts
         if not self._apply(session, full.seq, flat, full.content_hash, first=first):
             return self._store_full(session)

@@ -90,6 +90,7 @@ async def serve(settings: AggregatorSettings) -> None:
         )
 
     log.info("aggregator stopping")
+    core.ingest.close_all()
     await server.stop(_GRACE_S)
     http.should_exit = True
     await http_task

@@ -171,3 +171,17 @@ async def test_a_second_stream_for_a_node_replaces_the_first(aggregator, channel
         assert (await second.read()).ack.seq == 1
         assert aggregator.node("twin")["connected"] is True
     until(lambda: aggregator.node("twin")["connected"] is False, what="disconnect")
+
+
+async def test_a_resend_with_the_held_hash_is_acked_without_changing_anything(aggregator, channel):
+    first = await open_stream(channel, "resender")
+    await first.write(full(FACTS))
+    await first.read()
+    async with grpc.aio.insecure_channel(aggregator.grpc) as other:
+        again = await open_stream(other, "resender")  # a reconnect after a restart or blip
+        other_facts = {**FACTS, "driver.driver_version": wire.Reading.ok("1.0")}
+        # The hash is what is held, so the payload is not read: the held facts stay.
+        await again.write(full(other_facts, digest=wire.content_hash(FACTS)))
+        assert (await again.read()).ack.seq == 1
+        assert aggregator.node("resender")["driver_version"] == "550.54.15"
+        assert aggregator.json("/v1/nodes/resender/history") == []
