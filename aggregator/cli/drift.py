@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
-import yaml
 
-from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, out
+from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
+from aggregator.cli.output import emit
 from aggregator.render import drift_table
 
 
@@ -25,11 +24,6 @@ def drift(
     """Open drift findings, most severe first. Exit code 1 when any critical one is open."""
     params = {k: v for k, v in {"node": node, "kind": kind, "severity": severity}.items() if v}
     findings = api_json(server, "/v1/drift", params=params)
-    if output is Output.json:
-        out.print_json(json.dumps(findings))
-    elif output is Output.yaml:
-        out.print(yaml.safe_dump(findings, sort_keys=False), end="", markup=False)
-    else:
-        out.print(drift_table(findings))
+    emit(findings, output, lambda found: [drift_table(found)])
     if any(f["severity"] == "critical" for f in findings):
         raise typer.Exit(1)

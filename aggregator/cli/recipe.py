@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +9,8 @@ import typer
 import yaml
 
 from aggregator.aicr import criteria_from_recipe_criteria
-from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err, out
+from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err
+from aggregator.cli.output import emit
 from aggregator.errors import STATUS, PlumbError
 from aggregator.render import recipe_tables
 
@@ -68,14 +68,7 @@ def recipe(
     flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
     criteria: dict[str, Any] = _criteria_file(criteria_file) if criteria_file else {}
     criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
-    body = _fetch(server, node, criteria)
-    if output is Output.json:
-        out.print_json(json.dumps(body))
-    elif output is Output.yaml:
-        out.print(yaml.safe_dump(body, sort_keys=False), end="", markup=False)
-    else:
-        for table in recipe_tables(body):
-            out.print(table)
+    emit(_fetch(server, node, criteria), output, recipe_tables)
 
 
 @app.command()
@@ -102,6 +95,6 @@ def query(
         params["node"] = node
     value = api_json(server, "/v1/query", params=params)["value"]
     if isinstance(value, dict | list):
-        out.print(yaml.safe_dump(value, sort_keys=False), end="", markup=False)
+        emit(value, Output.yaml, lambda v: ())
     else:
-        out.print(str(value), markup=False)
+        typer.echo(str(value))
