@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helm_fixture import helm_path
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -293,20 +294,7 @@ def make_node(api: client.ApiClient) -> Iterator[Callable[..., client.V1Node]]:
 
 @pytest.fixture(scope="session")
 def helm_binary() -> str:
-    """The cached real helm (scripts/install-helm.sh); skip when it cannot be had."""
-    try:
-        out = subprocess.run(
-            [str(ROOT / "scripts" / "install-helm.sh")],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"scripts/install-helm.sh failed: {exc}")
-    if out.returncode != 0:
-        pytest.skip(f"scripts/install-helm.sh failed: {out.stderr.strip()[-300:]}")
-    return out.stdout.strip().splitlines()[-1]
+    return helm_path()
 
 
 @dataclass(frozen=True)

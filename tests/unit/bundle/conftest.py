@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from helm_fixture import helm_path
 
 from aggregator.bundle import Bundle, BundleOptions, Recipe, build
 from aggregator.recipes import Catalog, Criteria, load_catalog, resolve
@@ -55,18 +54,8 @@ def make_bundle(catalog: Catalog, recipes: dict[str, Recipe]) -> Callable[..., B
 
 @pytest.fixture(scope="session")
 def helm() -> str:
-    """A real helm: $PLUMB_HELM, one on PATH, or the one scripts/install-helm.sh caches."""
-    found = os.environ.get("PLUMB_HELM") or shutil.which("helm")
-    if not found:
-        try:
-            run = subprocess.run(
-                [str(ROOT / "scripts" / "install-helm.sh")],
-                capture_output=True, text=True, timeout=120, check=True,
-            )  # fmt: skip
-            found = run.stdout.strip()
-        except (OSError, subprocess.SubprocessError) as exc:
-            pytest.skip(f"helm cannot be installed here (scripts/install-helm.sh: {exc})")
-    return found
+    """A real helm (tests/helm_fixture.py)."""
+    return helm_path()
 
 
 @pytest.fixture

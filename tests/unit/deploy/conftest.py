@@ -14,25 +14,14 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_cases import CHART, ROOT, find
+from chart_cases import CHART, find
+from helm_fixture import helm_path
 
 
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess]:
     """Run helm with throwaway config/cache/data dirs; skip when it cannot be installed."""
-    try:
-        out = subprocess.run(
-            [str(ROOT / "scripts" / "install-helm.sh")],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"scripts/install-helm.sh failed: {exc}")
-    if out.returncode != 0:
-        pytest.skip(f"scripts/install-helm.sh failed: {out.stderr.strip()[-300:]}")
-    binary = out.stdout.strip().splitlines()[-1]
+    binary = helm_path()
     home = tmp_path_factory.mktemp("helm-home")
     env = {
         **os.environ,
