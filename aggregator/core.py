@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,8 +16,9 @@ from sqlalchemy.engine import make_url
 
 from aggregator import __version__, aicr
 from aggregator.auth import build_authenticator
+from aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
-from aggregator.errors import NotFound, Unavailable
+from aggregator.errors import InvalidInput, NotFound, Unavailable
 from aggregator.evaluation import Evaluator, pool_name
 from aggregator.ingest import Ingest, utcnow
 from aggregator.k8s import api_client, in_cluster
@@ -63,6 +65,28 @@ class Core:
     def recipe_for_criteria(self, criteria: Criteria) -> Resolution:
         """The recipe for explicit criteria, without node facts; CriteriaError names bad values."""
         return self.recipes.resolve(criteria)
+
+    async def bundle(
+        self,
+        options: BundleOptions,
+        *,
+        node: str | None = None,
+        criteria: Criteria | None = None,
+        recipe: Mapping | str | None = None,
+    ) -> Bundle:
+        """A bundle of the recipe for exactly one of `node` (with its facts as evidence),
+        `criteria`, or an uploaded `recipe`; InvalidInput when the sources don't say which."""
+        if sum(x is not None for x in (node, criteria, recipe)) != 1:
+            raise InvalidInput("give exactly one of criteria, node or recipe")
+        facts = None
+        if node is not None:
+            source = Recipe.of(self.recipe_for_node(node))
+            facts = self.node(node).facts
+        elif criteria is not None:
+            source = Recipe.of(self.recipe_for_criteria(criteria))
+        else:
+            source = parse_recipe(recipe, self.catalog)  # type: ignore[arg-type]
+        return await asyncio.to_thread(build, source, self.catalog, options, facts=facts, node=node)
 
     def open_findings(
         self,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from typing import Annotated, Any, Literal
 
@@ -11,9 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aggregator.api.nodes import get_core
 from aggregator.api.recipes import CriteriaIn
-from aggregator.bundle import BundleOptions, Recipe, build, parse_recipe
+from aggregator.bundle import BundleOptions
 from aggregator.core import Core
-from aggregator.errors import InvalidInput
 
 router = APIRouter(prefix="/v1", tags=["bundles"])
 
@@ -48,9 +46,6 @@ class BundleIn(BaseModel):
 )
 async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
     """The bundle as an archive; headers give its file count, size and SHA-256."""
-    sources = [body.criteria is not None, body.node is not None, body.recipe is not None]
-    if sum(sources) != 1:
-        raise InvalidInput("give exactly one of criteria, node or recipe")
     options = BundleOptions.parse(
         body.deployer,
         set=body.set,
@@ -61,16 +56,11 @@ async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
         repo_url=body.repo_url,
         repo_branch=body.repo_branch,
     )
-    facts = None
-    if body.node is not None:
-        recipe = Recipe.of(core.recipe_for_node(body.node))
-        facts = core.node(body.node).facts
-    elif body.criteria is not None:
-        recipe = Recipe.of(core.recipe_for_criteria(body.criteria.criteria()))
-    else:
-        recipe = parse_recipe(body.recipe, core.catalog)  # type: ignore[arg-type]
-    bundle = await asyncio.to_thread(
-        build, recipe, core.catalog, options, facts=facts, node=body.node
+    bundle = await core.bundle(
+        options,
+        node=body.node,
+        criteria=body.criteria.criteria() if body.criteria is not None else None,
+        recipe=body.recipe,
     )
     data = bundle.archive(body.format)
     return Response(
