@@ -30,7 +30,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def until(check: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
+# What a check may raise while the thing it waits for is not there yet.
+TRANSIENT: tuple[type[Exception], ...] = (httpx.HTTPError, KeyError, StopIteration)
+
+
+def until(
+    check: Callable[[], object],
+    timeout: float = 15.0,
+    what: str = "condition",
+    transient: tuple[type[Exception], ...] = TRANSIENT,
+) -> object:
     """Poll `check` until it returns something truthy; fail the test at the deadline."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
@@ -39,7 +48,7 @@ def until(check: Callable[[], object], timeout: float = 15.0, what: str = "condi
             result = check()
             if result:
                 return result
-        except (httpx.HTTPError, KeyError, StopIteration) as exc:
+        except transient as exc:
             last_error = exc
         time.sleep(0.05)
     pytest.fail(f"timed out after {timeout} s waiting for {what} (last error: {last_error})")

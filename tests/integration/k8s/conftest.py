@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import free_port
+from conftest import until as _until
 from helm_fixture import helm_path
 from kubernetes import client, config
 
@@ -36,25 +37,11 @@ ISSUER = "https://kubernetes.default.svc"
 START_TIMEOUT_S = 60.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def until(check: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
-    """Poll `check` until it returns something truthy; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except (client.ApiException, KeyError, IndexError, OSError) as exc:
-            last_error = exc
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last error: {last_error})")
+    """The integration tests' `until`, tolerating the API server's transient errors too."""
+    return _until(
+        check, timeout, what, transient=(client.ApiException, KeyError, IndexError, OSError)
+    )
 
 
 def find_binaries() -> Path | None:
