@@ -21,17 +21,10 @@ import time
 from pathlib import Path
 
 import httpx
+from harness import free_port
 
 RESULTS = Path(__file__).parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_s(pid: int) -> float:

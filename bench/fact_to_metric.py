@@ -23,7 +23,6 @@ import os
 import platform
 import random
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import time
 from pathlib import Path
 
 import httpx
+from harness import free_port, wait_for
 
 from agent.collect import collect_all
 from agent.settings import StreamSettings
@@ -41,12 +41,6 @@ from plumb.logs import configure_logging
 
 RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ChangingNode:
@@ -144,19 +138,6 @@ async def main() -> None:
         server.send_signal(signal.SIGTERM)
         await asyncio.wait_for(server.wait(), timeout=30)
     report(args, latencies)
-
-
-async def wait_for(get, ok, timeout_s: float = 30.0, interval_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            resp = await get()
-            if ok(resp):
-                return resp
-        except httpx.HTTPError:
-            pass
-        await asyncio.sleep(interval_s)
-    raise TimeoutError("benchmark condition not reached")
 
 
 def report(args: argparse.Namespace, latencies: list[float]) -> None:

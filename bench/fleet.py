@@ -46,20 +46,13 @@ import time
 from pathlib import Path
 
 import httpx
+from harness import free_port
 
 RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 CHANGE_PATH = "gpus[0].ecc_uncorrected_aggregate"  # the steady-state change: an ECC counter
 RESEND_S = 60.0  # full-resend mode: NFD's worker re-labels every 60 s
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------- agent side (any process)

@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 
 import httpx
+from harness import free_port, wait_for
 
 from agent.checks import CheckContext, CheckRunner
 from agent.collect import collect_all
@@ -37,25 +37,6 @@ from plumb.logs import configure_logging
 RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 FIGURES = {"nccl-allreduce": 400.0, "memory-bandwidth": 2800.0}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def wait_for(get, ok, timeout_s: float = 120.0, interval_s: float = 0.02):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            resp = await get()
-            if ok(resp):
-                return resp
-        except httpx.HTTPError:
-            pass
-        await asyncio.sleep(interval_s)
-    raise TimeoutError("benchmark condition not reached")
 
 
 async def fleet_run(agents: int, runs: int, workdir: Path) -> dict:
@@ -123,6 +104,7 @@ async def fleet_run(agents: int, runs: int, workdir: Path) -> dict:
                     lambda r, run_id=run_id: (
                         next(x for x in r.json() if x["id"] == run_id)["state"] == "finished"
                     ),
+                    timeout_s=120,
                     interval_s=0.01,
                 )
                 walls.append(time.perf_counter() - start)
