@@ -8,6 +8,7 @@ PLUMB_API_TOKEN_FILE or PLUMB_API_TOKEN) and the CA that signed the aggregator's
 from __future__ import annotations
 
 import os
+import ssl
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -69,10 +70,14 @@ def connection() -> dict[str, Any]:
             err.print(f"cannot read the token file {token_file}: {exc.strerror}")
             raise typer.Exit(STATUS["invalid_input"][2]) from exc
     ca_file = _options["ca_file"]
-    return {
-        "headers": {"Authorization": f"Bearer {token}"} if token else {},
-        "verify": str(ca_file) if ca_file is not None else True,
-    }
+    verify: ssl.SSLContext | bool = True
+    if ca_file is not None:
+        try:
+            verify = ssl.create_default_context(cafile=str(ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            err.print(f"cannot load the CA file {ca_file}: {exc}\nhint: give a PEM certificate")
+            raise typer.Exit(STATUS["invalid_input"][2]) from exc
+    return {"headers": {"Authorization": f"Bearer {token}"} if token else {}, "verify": verify}
 
 
 OutputOpt = Annotated[Output, typer.Option("-o", "--output", help="table, yaml or json")]

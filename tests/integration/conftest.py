@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -150,8 +151,8 @@ class Aggregator:
         )
 
     @property
-    def _verify(self) -> str | bool:
-        return str(self.ca_file) if self.ca_file else True
+    def _verify(self) -> ssl.SSLContext | bool:
+        return ssl.create_default_context(cafile=str(self.ca_file)) if self.ca_file else True
 
     def json(self, path: str, **params: object):
         resp = self.get(path, **params)
