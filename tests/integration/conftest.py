@@ -97,9 +97,9 @@ class Aggregator:
         scheme = "https" if self.ca_file else "http"
         return f"{scheme}://127.0.0.1:{self.http_port}"
 
-    @property
     def access_env(self) -> dict[str, str]:
-        """The API access every test aggregator gets: anonymous read and the test tokens."""
+        """Write the test tokens file; the API access every test aggregator gets: anonymous
+        read and those tokens."""
         tokens = self.workdir / "api-tokens"
         tokens.write_text(f"test-admin admin {ADMIN_TOKEN}\ntest-read read {READ_TOKEN}\n")
         return {"PLUMB_API__ANONYMOUS_READ": "true", "PLUMB_API__TOKENS_FILE": str(tokens)}
@@ -129,7 +129,7 @@ class Aggregator:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**ENV, **self.access_env, **self.extra_env},
+            env={**ENV, **self.access_env(), **self.extra_env},
         )
         until(lambda: self.get("/readyz").status_code == 200, what="aggregator /readyz")
         return self

@@ -93,3 +93,16 @@ def test_a_certificate_without_its_key_stops_serve(tmp_path, pki):
     )
     assert serve.returncode == 2
     assert "PLUMB_TLS__KEY_FILE" in serve.stderr
+
+
+def test_an_agent_with_an_unreadable_ca_file_stops_with_a_hint(tmp_path):
+    agent = subprocess.run(
+        [str(BIN / "plumb-agent"), "--aggregator", "127.0.0.1:9", "--simulate", "l4",
+         "--ca-file", str(tmp_path / "absent.pem")],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert agent.returncode == 2
+    assert "absent.pem" in agent.stderr and "hint:" in agent.stderr
