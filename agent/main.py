@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import grpc
 import pynvml
 from pydantic import ValidationError
 
@@ -46,6 +47,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--token-file", type=Path, help="credential for the aggregator, re-read per connection"
     )
+    p.add_argument("--ca-file", type=Path, help="CA certificate of the aggregator: stream over TLS")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     return p.parse_args(argv)
 
@@ -61,6 +63,7 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
             "simulate": args.simulate,
             "host_root": args.host_root,
             "token_file": args.token_file,
+            "ca_file": args.ca_file,
             "log_level": args.log_level,
         }.items()
         if v is not None
@@ -116,8 +119,19 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
     return settings.node_name or socket.gethostname(), collect_host, ctx
 
 
+def channel_credentials(settings: AgentSettings) -> grpc.ChannelCredentials | None:
+    """TLS credentials trusting `ca_file`; None streams in plaintext."""
+    if settings.ca_file is None:
+        return None
+    return grpc.ssl_channel_credentials(root_certificates=settings.ca_file.read_bytes())
+
+
 async def run(
-    settings: AgentSettings, node: str, collect: Collect, checks: CheckContext | None = None
+    settings: AgentSettings,
+    node: str,
+    collect: Collect,
+    checks: CheckContext | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> None:
     """Stream until SIGTERM or SIGINT."""
     facts = await asyncio.to_thread(collect)
@@ -133,7 +147,13 @@ async def run(
         loop.add_signal_handler(sig, stop.set)
     runner = CheckRunner(checks) if checks is not None else None
     client = StreamClient(
-        settings.aggregator, identity, collect, settings.stream, runner, settings.read_token
+        settings.aggregator,
+        identity,
+        collect,
+        settings.stream,
+        runner,
+        settings.read_token,
+        credentials=credentials,
     )
     log.info("agent started", extra={"node": node, "aggregator": settings.aggregator})
     await client.run(stop)
@@ -158,7 +178,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"plumb-agent: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(run(settings, node, collect, checks))
+    try:
+        credentials = channel_credentials(settings)
+    except OSError as exc:
+        print(
+            f"plumb-agent: cannot read the CA file {settings.ca_file}: {exc.strerror}\n"
+            "hint: point --ca-file / PLUMB_CA_FILE at the PEM CA that signed the aggregator's "
+            "certificate",
+            file=sys.stderr,
+        )
+        return 2
+    asyncio.run(run(settings, node, collect, checks, credentials))
     return 0
 
 

@@ -47,6 +47,9 @@ class AgentSettings(BaseSettings):
     # a shared token for clusters without Kubernetes identity.
     token_file: Path | None = None
     token: SecretStr | None = None
+    # The CA certificate (PEM) that signed the aggregator's: set it to stream over TLS.
+    # The aggregator's certificate must name the host in `aggregator`.
+    ca_file: Path | None = None
     stream: StreamSettings = StreamSettings()
 
     def read_token(self) -> str | None:

@@ -51,8 +51,10 @@ class StreamClient:
         settings: StreamSettings,
         checks: CheckRunner | None = None,
         token: Callable[[], str | None] = lambda: None,
+        credentials: grpc.ChannelCredentials | None = None,
     ):
         self._target = target
+        self._credentials = credentials
         self._token = token
         self._checks = checks
         self._identity = identity
@@ -68,7 +70,7 @@ class StreamClient:
         while not stop.is_set():
             opened = self.connections
             try:
-                async with grpc.aio.insecure_channel(self._target) as channel:
+                async with self._channel() as channel:
                     await self._session(channel, stop)
             except grpc.aio.AioRpcError as exc:
                 log.warning(
@@ -90,6 +92,12 @@ class StreamClient:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
             except TimeoutError:
                 pass
+
+    def _channel(self) -> grpc.aio.Channel:
+        """A TLS channel when credentials were given, else plaintext."""
+        if self._credentials is None:
+            return grpc.aio.insecure_channel(self._target)
+        return grpc.aio.secure_channel(self._target, self._credentials)
 
     def _backoff(self, failures: int) -> float:
         s = self._settings

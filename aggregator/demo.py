@@ -2,13 +2,15 @@
 
 Everything runs as real processes on loopback: `plumb serve` on a temporary SQLite file,
 and `plumb-agent --simulate` per node, each with its own copy of a shipped profile so
-that editing the copy simulates an upgrade on that node alone.
+that editing the copy simulates an upgrade on that node alone. The API listens on loopback
+only, so the demo allows anonymous read; validations need the admin token it generates.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -131,7 +133,7 @@ def _bundle(out: Console, base: str, workdir: Path) -> None:
             raise RuntimeError(f"plumb {argv[0]} failed with exit code {result.returncode}")
 
 
-def _validate(out: Console, base: str, profile: Path) -> None:
+def _validate(out: Console, base: str, profile: Path, admin_env: dict[str, str]) -> None:
     """Degrade one node, then validate every node over HTTP; the degraded one must fail."""
     spec = yaml.safe_load(profile.read_text())
     spec["gpus"].setdefault("overrides", {})[3] = {
@@ -150,7 +152,7 @@ def _validate(out: Console, base: str, profile: Path) -> None:
 
     _wait("the degraded node's facts", degraded)
     argv = ["validate", "--check", "ecc", "--check", "nccl-allreduce", "--server", base]
-    result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True)
+    result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True, env=admin_env)
     out.print(f"$ plumb {' '.join(argv)}", markup=False, highlight=False)
     out.print(result.stdout.rstrip(), markup=False, highlight=False)
     out.print(f"exit code {result.returncode}: non-zero because {DEGRADED_NODE} failed")
@@ -174,9 +176,19 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        admin_token = workdir / "admin.token"
+        admin_token.write_text(secrets.token_hex(16) + "\n")
+        tokens = workdir / "api-tokens"
+        tokens.write_text(f"demo-admin admin {admin_token.read_text()}")
+        serve_env = {
+            **env,
+            "PLUMB_API__ANONYMOUS_READ": "true",
+            "PLUMB_API__TOKENS_FILE": str(tokens),
+        }
+        admin_env = {**env, "PLUMB_API_TOKEN_FILE": str(admin_token)}
         log = stack.enter_context((workdir / "processes.log").open("w"))
 
-        def start(*argv: str) -> subprocess.Popen:
+        def start(*argv: str, env: dict[str, str] = env) -> subprocess.Popen:
             proc = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
             stack.callback(_stop, proc)
             return proc
@@ -191,9 +203,11 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
                 base.removeprefix("http://"),
                 "--db",
                 db,
+                env=serve_env,
             )
             _wait("the aggregator's /readyz", lambda: httpx.get(f"{base}/readyz").is_success)
         out.print(f"[bold]aggregator[/] gRPC {grpc_addr}, HTTP {base}, database {db}")
+        out.print(f"anonymous read on loopback; the admin token is in {admin_token}")
 
         profiles = {}
         with out.status(f"starting {len(NODES)} simulated GPU nodes…"):
@@ -223,7 +237,7 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
         old = _upgrade_and_watch_drift(out, base, profiles[UPGRADED_NODE])
         _roll_back(out, base, profiles[UPGRADED_NODE], old)
         _bundle(out, base, workdir)
-        _validate(out, base, profiles[DEGRADED_NODE])
+        _validate(out, base, profiles[DEGRADED_NODE], admin_env)
 
         node_url = f"{base}/v1/nodes/{UPGRADED_NODE}"
         tries = [
@@ -239,7 +253,7 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
             f"plumb nodes --server {base}",
             f"plumb drift --server {base}",
             f"plumb recipe --node {UPGRADED_NODE} --server {base}",
-            f"plumb validate --server {base}",
+            f"PLUMB_API_TOKEN_FILE={admin_token} plumb validate --server {base}",
         ]
         out.print("\n[bold]Try[/]\n  " + "\n  ".join(tries), highlight=False)
         if keep:

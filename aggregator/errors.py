@@ -1,6 +1,7 @@
 """Plumb's typed errors and the one table that maps them to HTTP, gRPC and exit statuses.
 
-Hierarchy: PlumbError (internal) > InvalidInput, NotFound, Forbidden, Unavailable.
+Hierarchy: PlumbError (internal) > InvalidInput, NotFound, Unauthenticated, Forbidden,
+RateLimited, Unavailable.
 The core raises these; each transport maps `code` through STATUS exactly once.
 """
 
@@ -31,10 +32,26 @@ class NotFound(PlumbError):
     code = "not_found"
 
 
+class Unauthenticated(PlumbError):
+    """The caller presented no credential, or one that is not known."""
+
+    code = "unauthenticated"
+
+
 class Forbidden(PlumbError):
     """The caller may not do this, e.g. report for another node."""
 
     code = "forbidden"
+
+
+class RateLimited(PlumbError):
+    """The caller sent more requests than its share; it may retry after `retry_after_s`."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: int, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
 
 
 class Unavailable(PlumbError):
@@ -47,7 +64,9 @@ class Unavailable(PlumbError):
 STATUS: dict[str, tuple[int, grpc.StatusCode, int]] = {
     "invalid_input": (400, grpc.StatusCode.INVALID_ARGUMENT, 2),
     "not_found": (404, grpc.StatusCode.NOT_FOUND, 3),
+    "unauthenticated": (401, grpc.StatusCode.UNAUTHENTICATED, 6),
     "forbidden": (403, grpc.StatusCode.PERMISSION_DENIED, 4),
+    "rate_limited": (429, grpc.StatusCode.RESOURCE_EXHAUSTED, 7),
     "unavailable": (503, grpc.StatusCode.UNAVAILABLE, 5),
     "internal": (500, grpc.StatusCode.INTERNAL, 1),
 }

@@ -13,7 +13,7 @@ import uvicorn
 from aggregator.api import create_app
 from aggregator.core import open_core
 from aggregator.errors import Unavailable
-from aggregator.settings import AggregatorSettings
+from aggregator.settings import AggregatorSettings, TlsSettings
 from plumb.v1 import agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,26 @@ def split_listen(addr: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def _grpc_credentials(tls: TlsSettings) -> grpc.ServerCredentials | None:
+    """Server credentials from the configured certificate and key; None without TLS."""
+    if tls.cert_file is None or tls.key_file is None:
+        return None
+    try:
+        pair = (tls.key_file.read_bytes(), tls.cert_file.read_bytes())
+    except OSError as exc:
+        raise Unavailable(
+            f"cannot read the TLS certificate or key: {exc}",
+            hint="check PLUMB_TLS__CERT_FILE and PLUMB_TLS__KEY_FILE (PEM files)",
+        ) from exc
+    return grpc.ssl_server_credentials([pair])
+
+
 async def serve(settings: AggregatorSettings) -> None:
     """Run until SIGTERM or SIGINT, then close streams, flush writes and stop."""
     core = await open_core(settings)
+    # Credentials first: a bad tokens file or certificate stops start-up before anything runs.
+    app = create_app(core)
+    credentials = _grpc_credentials(settings.tls)
     writer_task = asyncio.create_task(core.writer.run(), name="store-writer")
 
     server = grpc.aio.server(
@@ -58,7 +75,10 @@ async def serve(settings: AggregatorSettings) -> None:
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(core.ingest, server)
     try:
-        server.add_insecure_port(settings.grpc_listen)
+        if credentials is None:
+            server.add_insecure_port(settings.grpc_listen)
+        else:
+            server.add_secure_port(settings.grpc_listen, credentials)
     except RuntimeError as exc:
         raise Unavailable(
             f"cannot listen for agents on {settings.grpc_listen}",
@@ -68,7 +88,15 @@ async def serve(settings: AggregatorSettings) -> None:
 
     host, port = split_listen(settings.http_listen)
     http = _EmbeddedUvicorn(
-        uvicorn.Config(create_app(core), host=host, port=port, log_config=None, access_log=False)
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            ssl_certfile=settings.tls.cert_file,
+            ssl_keyfile=settings.tls.key_file,
+        )
     )
     http_task = asyncio.create_task(_serve_http(http), name="http")
 
@@ -78,7 +106,11 @@ async def serve(settings: AggregatorSettings) -> None:
         loop.add_signal_handler(sig, stop.set)
     log.info(
         "aggregator started",
-        extra={"grpc": settings.grpc_listen, "http": settings.http_listen},
+        extra={
+            "grpc": settings.grpc_listen,
+            "http": settings.http_listen,
+            "tls": settings.tls.enabled,
+        },
     )
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)

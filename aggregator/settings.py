@@ -92,6 +92,43 @@ class AuthSettings(BaseModel):
         return self
 
 
+class ApiSettings(BaseModel):
+    """Who may call the HTTP API and how often (docs/security.md, aggregator/api/access.py)."""
+
+    # `NAME SCOPE TOKEN` lines (aggregator/tokens.py); the chart mounts it from a Secret.
+    tokens_file: Path | None = None
+    # Read-scope calls without a token. Only for loopback labs and the demo.
+    anonymous_read: bool = False
+    # /metrics without a token, for Prometheus; false makes it need the read scope.
+    # /healthz and /readyz are always open: kubelet probes carry no token.
+    public_metrics: bool = True
+    # A token bucket per caller (token name, else client address): sustained requests per
+    # second and the burst above it. A person, the CLI or the fleet page (one request per
+    # 5 s) stays far below; one script in a tight loop cannot starve the others.
+    rate_per_s: float = Field(50.0, gt=0)
+    burst: int = Field(100, ge=1)
+
+
+class TlsSettings(BaseModel):
+    """TLS for both listeners (gRPC and HTTP): on when a certificate and key are given."""
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError(
+                "TLS needs both tls.cert_file and tls.key_file "
+                "(PLUMB_TLS__CERT_FILE, PLUMB_TLS__KEY_FILE), or neither"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
+
+
 class AggregatorSettings(BaseSettings):
     """Everything `plumb serve` can be told."""
 
@@ -109,6 +146,8 @@ class AggregatorSettings(BaseSettings):
     store: StoreSettings = StoreSettings()
     recipes: RecipeSettings = RecipeSettings()
     auth: AuthSettings = AuthSettings()
+    api: ApiSettings = ApiSettings()
+    tls: TlsSettings = TlsSettings()
     validation: ValidationSettings = ValidationSettings()
     # PLUMB_VALIDATION_NAMESPACE, as the chart sets it: overrides validation.namespace.
     validation_namespace: str | None = None

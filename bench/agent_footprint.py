@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import free_port
+from harness import free_port, serve_env
 
 RESULTS = Path(__file__).parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -50,6 +50,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="plumb-agent-fp-"))
     grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server_env = {**env, **serve_env(work)}
     server = subprocess.Popen(
         [
             str(bindir / "plumb"),
@@ -63,7 +64,7 @@ def main() -> None:
             "--log-level",
             "ERROR",
         ],
-        env=env,
+        env=server_env,
     )
     agent = None
     try:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import free_port, wait_for
+from harness import free_port, serve_env, wait_for
 
 from agent.collect import collect_all
 from agent.settings import StreamSettings
@@ -83,7 +83,7 @@ async def main() -> None:
         f"sqlite:///{workdir}/bench.db",
         "--log-level",
         "WARNING",
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **serve_env(workdir)},
     )
     stop = asyncio.Event()
     try:

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import free_port
+from harness import free_port, serve_env
 
 RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
@@ -297,12 +297,13 @@ class Worker:
 class Aggregator:
     """A `plumb serve` subprocess with CPU/RSS readings from /proc."""
 
-    def __init__(self, db: str, grpc: str, http_port: int, heartbeat_s: float):
+    def __init__(self, db: str, grpc: str, http_port: int, heartbeat_s: float, workdir: Path):
         self.db, self.grpc, self.http_port = db, grpc, http_port
         self.env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
             "PLUMB_INGEST__HEARTBEAT_INTERVAL_S": str(heartbeat_s),
+            **serve_env(workdir),
         }
         self.proc: asyncio.subprocess.Process | None = None
         self.pid_file: str | None = None  # where to write the pid of each start, for py-spy
@@ -621,7 +622,7 @@ async def main() -> None:
         "db": "sqlite" if args.db is None else args.db.split(":", 1)[0],
         "load_avg_before": loadavg(),
     }
-    agg = Aggregator(db, grpc_addr, http_port, args.heartbeat_s)
+    agg = Aggregator(db, grpc_addr, http_port, args.heartbeat_s, workdir)
     agg.pid_file = args.pid_file
     base = f"http://127.0.0.1:{http_port}"
     ctx = mp.get_context("spawn")

@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: a free loopback port and a bounded wait on the API."""
+"""What the benchmark scripts share: a free loopback port, a bounded wait on the API, and the
+API access a benchmarked aggregator gets."""
 
 from __future__ import annotations
 
@@ -6,11 +7,30 @@ import asyncio
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import httpx
 
 R = TypeVar("R")
+
+BENCH_TOKEN = "bench-admin-token-0123456789"
+# Send with calls that need the admin scope (POST /v1/validations).
+ADMIN_HEADERS = {"Authorization": f"Bearer {BENCH_TOKEN}"}
+
+
+def serve_env(workdir: Path) -> dict[str, str]:
+    """PLUMB_* settings for a benchmarked `plumb serve`: anonymous read, BENCH_TOKEN as admin,
+    and a rate limit far above what one benchmark client sends, so the figures measure the
+    aggregator and not its limiter."""
+    tokens = workdir / "bench-api-tokens"
+    tokens.write_text(f"bench admin {BENCH_TOKEN}\n")
+    return {
+        "PLUMB_API__ANONYMOUS_READ": "true",
+        "PLUMB_API__TOKENS_FILE": str(tokens),
+        "PLUMB_API__RATE_PER_S": "1000000",
+        "PLUMB_API__BURST": "1000000",
+    }
 
 
 def free_port() -> int:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import free_port, wait_for
+from harness import ADMIN_HEADERS, free_port, serve_env, wait_for
 
 from agent.checks import CheckContext, CheckRunner
 from agent.collect import collect_all
@@ -52,12 +52,14 @@ async def fleet_run(agents: int, runs: int, workdir: Path) -> dict:
         f"sqlite:///{workdir}/bench-{agents}.db",
         "--log-level",
         "WARNING",
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **serve_env(workdir)},
     )
     stop = asyncio.Event()
     walls: list[float] = []
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}", timeout=30) as http:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{http_port}", timeout=30, headers=ADMIN_HEADERS
+        ) as http:
             await wait_for(lambda: http.get("/readyz"), lambda r: r.status_code == 200)
             sources = {p: Simulation(p, f"bench-{p}", workdir / p).sources() for p in PROFILES}
             facts_by_profile = {p: collect_all(src) for p, src in sources.items()}

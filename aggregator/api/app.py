@@ -1,4 +1,5 @@
-"""The FastAPI application: routers, the one PlumbError handler, health and metrics."""
+"""The FastAPI application: routers and their scopes, the one PlumbError handler, health and
+metrics."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from aggregator import __version__
 from aggregator.api import bundles, drift, nodes, recipes, validations
+from aggregator.api.access import Access, ReadAccess
 from aggregator.api.limits import BodyLimit
 from aggregator.core import Core
-from aggregator.errors import STATUS, PlumbError
+from aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
 from aggregator.web import routes as web
 
 
@@ -23,19 +25,30 @@ def create_app(core: Core) -> FastAPI:
         description="Live GPU software stack facts of a Kubernetes cluster.",
     )
     app.state.core = core
+    app.state.access = Access(core.settings.api)
     app.add_middleware(BodyLimit, max_bytes=core.settings.http_max_body_bytes)
-    app.include_router(nodes.router)
-    app.include_router(bundles.router)
-    app.include_router(recipes.router)
-    app.include_router(drift.router)
-    app.include_router(validations.router)
-    app.include_router(web.router)
+    # Every route needs the read scope; the routes that change state add AdminAccess.
+    for router in (
+        nodes.router,
+        bundles.router,
+        recipes.router,
+        drift.router,
+        validations.router,
+        web.router,
+    ):
+        app.include_router(router, dependencies=[ReadAccess])
 
     @app.exception_handler(PlumbError)
     async def plumb_error(_: Request, exc: PlumbError) -> JSONResponse:
+        headers = {}
+        if isinstance(exc, Unauthenticated):
+            headers["WWW-Authenticate"] = 'Bearer realm="plumb"'
+        if isinstance(exc, RateLimited):
+            headers["Retry-After"] = str(exc.retry_after_s)
         return JSONResponse(
             status_code=STATUS[exc.code][0],
             content={"code": exc.code, "message": str(exc), "hint": exc.hint},
+            headers=headers,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -63,7 +76,10 @@ def create_app(core: Core) -> FastAPI:
             content={"status": "ok" if ready else "degraded", "checks": checks},
         )
 
-    @app.get("/metrics", tags=["health"], include_in_schema=False)
+    # Public for Prometheus unless PLUMB_API__PUBLIC_METRICS=false.
+    metrics_access = [] if core.settings.api.public_metrics else [ReadAccess]
+
+    @app.get("/metrics", tags=["health"], include_in_schema=False, dependencies=metrics_access)
     async def metrics() -> Response:
         return Response(core.metrics_page(), media_type=CONTENT_TYPE_LATEST)
 

@@ -8,6 +8,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel
 
+from aggregator.api.access import AdminAccess
 from aggregator.api.nodes import CoreDep
 from aggregator.drift import DriftFinding
 
@@ -67,7 +68,7 @@ async def node_drift(name: str, core: CoreDep) -> list[FindingOut]:
     return [FindingOut.of(f) for f in core.open_findings(node=name)]
 
 
-@router.post("/nodes/{name}/baseline")
+@router.post("/nodes/{name}/baseline", dependencies=[AdminAccess])
 async def accept_baseline(name: str, core: CoreDep) -> BaselineOut:
     """Accept the node's current stack as its baseline; its baseline findings close."""
     base = core.accept_baseline(name)

@@ -1,12 +1,16 @@
-"""Request body limit: an ASGI middleware that answers 413 before an oversized body is read.
+"""HTTP API limits: request bodies (413) and request rates per caller (429).
 
-A declared Content-Length over the limit is refused at once; a chunked body is counted as it
-arrives and refused when it passes the limit, before the route sees any of it.
+BodyLimit is an ASGI middleware that answers 413 before an oversized body is read. A declared
+Content-Length over the limit is refused at once; a chunked body is counted as it arrives and
+refused when it passes the limit, before the route sees any of it. RateLimiter is the token
+bucket aggregator/api/access.py charges each API request to.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -16,7 +20,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-__all__ = ["BodyLimit"]
+__all__ = ["BodyLimit", "RateLimiter"]
 
 
 class _TooLarge(Exception):
@@ -93,3 +97,40 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+class RateLimiter:
+    """A token bucket per caller key: `rate_per_s` sustained, `burst` at once.
+
+    Keys are token names or client addresses; at most `max_keys` buckets are kept, the least
+    recently used dropped first (a dropped bucket comes back full), so memory stays bounded.
+    """
+
+    def __init__(
+        self,
+        rate_per_s: float,
+        burst: int,
+        *,
+        max_keys: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self.max_keys = max_keys
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def take(self, key: str) -> float:
+        """Spend one request of `key`'s bucket: 0 if allowed, else seconds until one is."""
+        now = self._clock()
+        level, then = self._buckets.pop(key, (float(self.burst), now))
+        level = min(float(self.burst), level + (now - then) * self.rate_per_s)
+        wait = 0.0
+        if level >= 1.0:
+            level -= 1.0
+        else:
+            wait = (1.0 - level) / self.rate_per_s
+        self._buckets[key] = (level, now)
+        if len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)
+        return wait

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from aggregator.api.access import AdminAccess
 from aggregator.api.nodes import CoreDep
 from aggregator.validation import ctrf, junit, run_json
 
@@ -38,7 +39,7 @@ class Started(BaseModel):
     url: str
 
 
-@router.post("/validations", status_code=202)
+@router.post("/validations", status_code=202, dependencies=[AdminAccess])
 async def start_validation(body: ValidationIn, core: CoreDep) -> Started:
     """Start a validation run across the selected nodes; 202 with its id, poll the url."""
     run = core.start_validation(

@@ -9,7 +9,7 @@ import httpx
 import typer
 
 from aggregator.bundle import DEPLOYERS, BundleError, unpack, verify
-from aggregator.cli.app import ServerOpt, app, err, out
+from aggregator.cli.app import ServerOpt, app, connection, err, out
 from aggregator.cli.recipe import Accelerator, Intent, Node, Os, Platform, Service
 from aggregator.errors import STATUS
 
@@ -73,7 +73,7 @@ def bundle(
 
 def _post(server: str, body: dict) -> tuple[bytes, int]:
     try:
-        resp = httpx.post(server.rstrip("/") + "/v1/bundles", json=body, timeout=60)
+        resp = httpx.post(server.rstrip("/") + "/v1/bundles", json=body, timeout=60, **connection())
     except httpx.HTTPError as exc:
         err.print(f"cannot reach the aggregator at {server}: {exc}")
         raise typer.Exit(STATUS["unavailable"][2]) from exc

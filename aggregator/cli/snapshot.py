@@ -9,7 +9,7 @@ import httpx
 import typer
 import yaml
 
-from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err
+from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, connection, err
 from aggregator.cli.output import emit
 from aggregator.errors import STATUS
 from aggregator.render import nodes_table
@@ -59,6 +59,7 @@ def _aicr_yaml(server: str, params: dict[str, str]) -> str:
             server.rstrip("/") + "/v1/snapshot",
             params={**params, "format": "aicr"},
             timeout=30,
+            **connection(),
         )
     except httpx.HTTPError:
         resp = None

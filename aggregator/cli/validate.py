@@ -16,7 +16,7 @@ import httpx
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aggregator.cli.app import ServerOpt, api_json, app, err, out
+from aggregator.cli.app import ServerOpt, api_json, app, connection, err, out
 from aggregator.render import validation_table
 
 
@@ -29,7 +29,10 @@ class Format(StrEnum):
 
 def _fetch(server: str, run_id: str, fmt: Format) -> str:
     resp = httpx.get(
-        f"{server.rstrip('/')}/v1/validations/{run_id}", params={"format": fmt.value}, timeout=30
+        f"{server.rstrip('/')}/v1/validations/{run_id}",
+        params={"format": fmt.value},
+        timeout=30,
+        **connection(),
     )
     resp.raise_for_status()
     return resp.text

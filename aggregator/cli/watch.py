@@ -9,7 +9,7 @@ import httpx
 import typer
 from rich.live import Live
 
-from aggregator.cli.app import ServerOpt, app, out
+from aggregator.cli.app import ServerOpt, app, connection, out
 from aggregator.render import watch_view
 
 _TIMEOUT_S = 5.0  # a frame never waits longer than this for the aggregator
@@ -43,7 +43,7 @@ def watch(
     done = 0
     try:
         with (
-            httpx.Client() as client,
+            httpx.Client(**connection()) as client,
             Live(_frame(server, client), console=out, auto_refresh=False) as live,
         ):
             done = 1

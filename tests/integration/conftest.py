@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -20,6 +21,10 @@ from pg_fixture import pg_server, pg_url  # noqa: F401  (fixtures: imported to r
 from prometheus_client.parser import text_string_to_metric_families
 
 BIN = Path(sys.executable).parent
+# Every test aggregator reads anonymously, as the demo does, and knows these two tokens;
+# calls that change state send ADMIN_TOKEN (Aggregator.post, cli_env).
+ADMIN_TOKEN = "test-admin-token-0123456789"
+READ_TOKEN = "test-read-token-0123456789"
 PROFILES = Path(__file__).resolve().parents[2] / "agent" / "profiles"
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
@@ -84,10 +89,26 @@ class Aggregator:
     http_port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    # The CA file to trust when extra_env turns TLS on (PLUMB_TLS__*): the URL is https then.
+    ca_file: Path | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        scheme = "https" if self.ca_file else "http"
+        return f"{scheme}://127.0.0.1:{self.http_port}"
+
+    def access_env(self) -> dict[str, str]:
+        """Write the test tokens file; the API access every test aggregator gets: anonymous
+        read and those tokens."""
+        tokens = self.workdir / "api-tokens"
+        tokens.write_text(f"test-admin admin {ADMIN_TOKEN}\ntest-read read {READ_TOKEN}\n")
+        return {"PLUMB_API__ANONYMOUS_READ": "true", "PLUMB_API__TOKENS_FILE": str(tokens)}
+
+    @property
+    def cli_env(self) -> dict[str, str]:
+        """The environment for `plumb` commands against this aggregator, as its admin."""
+        ca = {"PLUMB_CA_FILE": str(self.ca_file)} if self.ca_file else {}
+        return {**ENV, "PLUMB_API_TOKEN": ADMIN_TOKEN, **ca}
 
     @property
     def db(self) -> str:
@@ -108,7 +129,7 @@ class Aggregator:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**ENV, **self.extra_env},
+            env={**ENV, **self.access_env(), **self.extra_env},
         )
         until(lambda: self.get("/readyz").status_code == 200, what="aggregator /readyz")
         return self
@@ -120,7 +141,18 @@ class Aggregator:
     def get(self, path: str, **params: object) -> httpx.Response:
         if self.proc is not None and self.proc.poll() is not None:
             pytest.fail(f"aggregator exited with {self.proc.returncode}:\n{self.log()}")
-        return httpx.get(self.url + path, params=params, timeout=5)
+        return httpx.get(self.url + path, params=params, timeout=5, verify=self._verify)
+
+    def post(self, path: str, token: str | None = ADMIN_TOKEN, **kwargs: object) -> httpx.Response:
+        """POST as `token` (the admin's by default; None: anonymous)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.post(
+            self.url + path, headers=headers, timeout=10, verify=self._verify, **kwargs
+        )
+
+    @property
+    def _verify(self) -> ssl.SSLContext | bool:
+        return ssl.create_default_context(cafile=str(self.ca_file)) if self.ca_file else True
 
     def json(self, path: str, **params: object):
         resp = self.get(path, **params)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 
-import httpx
 from conftest import BIN, ENV, scrape, until
 
 OUTSIDE_RECIPE = "595.45.04"  # another driver branch than the recipe's R580
@@ -96,11 +95,11 @@ def test_accepting_a_baseline_closes_baseline_findings(aggregator, start_agent):
         what="the baseline finding",
     )
 
-    resp = httpx.post(f"{aggregator.url}/v1/nodes/kernel-bump/baseline")
+    resp = aggregator.post("/v1/nodes/kernel-bump/baseline")
     assert resp.status_code == 200, resp.text
     assert resp.json()["facts"]["host.kernel"]["value"] == "6.8.0-1020-gke"
     assert findings(aggregator, kind="baseline") == []
-    assert httpx.post(f"{aggregator.url}/v1/nodes/ghost/baseline").status_code == 404
+    assert aggregator.post("/v1/nodes/ghost/baseline").status_code == 404
 
 
 def test_gpu_health_findings_follow_the_readings(aggregator, start_agent):

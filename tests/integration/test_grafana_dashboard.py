@@ -13,7 +13,6 @@ import json
 import re
 from pathlib import Path
 
-import httpx
 from conftest import Aggregator, until
 from prom_fixture import Prometheus, prometheus  # noqa: F401  (fixture)
 
@@ -90,6 +89,6 @@ def test_every_panel_query_returns_data_while_the_fleet_runs(
 
 
 def aggregator_post(aggregator: Aggregator, path: str, body: dict) -> dict:
-    resp = httpx.post(aggregator.url + path, json=body, timeout=10)
+    resp = aggregator.post(path, json=body)
     resp.raise_for_status()
     return resp.json()

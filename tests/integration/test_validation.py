@@ -7,12 +7,11 @@ import signal
 import subprocess
 import xml.etree.ElementTree as ET
 
-import httpx
 from conftest import BIN, scrape, until
 
 
 def start(aggregator, **body) -> str:
-    resp = httpx.post(aggregator.url + "/v1/validations", json=body, timeout=5)
+    resp = aggregator.post("/v1/validations", json=body)
     assert resp.status_code == 202, resp.text
     return resp.json()["id"]
 
@@ -153,9 +152,9 @@ def test_a_node_that_drops_mid_run_gets_errors_and_the_run_ends(aggregator, star
 def test_bad_requests_are_refused_with_a_reason(aggregator, start_agent):
     start_agent(aggregator, "only", "l4")
     connected(aggregator, "only")
-    resp = httpx.post(aggregator.url + "/v1/validations", json={"checks": ["warp-drive"]})
+    resp = aggregator.post("/v1/validations", json={"checks": ["warp-drive"]})
     assert resp.status_code == 400 and "warp-drive" in resp.json()["message"]
-    resp = httpx.post(aggregator.url + "/v1/validations", json={"nodes": ["nope"]})
+    resp = aggregator.post("/v1/validations", json={"nodes": ["nope"]})
     assert resp.status_code == 404
     assert aggregator.get("/v1/validations/0000").status_code == 404
 
@@ -181,6 +180,7 @@ def test_cli_validate_waits_prints_and_exits_by_its_result(aggregator, start_age
         capture_output=True,
         text=True,
         timeout=60,
+        env=aggregator.cli_env,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "passed" in ok.stdout and "cli-ok" in ok.stdout
@@ -191,8 +191,11 @@ def test_cli_validate_waits_prints_and_exits_by_its_result(aggregator, start_age
         capture_output=True,
         text=True,
         timeout=60,
+        env=aggregator.cli_env,
     )
     assert bad.returncode == 0, bad.stderr
     assert json.loads(bad.stdout)["results"]["summary"]["tests"] == 1
-    missing = subprocess.run([*cli, "--node", "nope"], capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [*cli, "--node", "nope"], capture_output=True, text=True, timeout=60, env=aggregator.cli_env
+    )
     assert missing.returncode == 3 and "nope" in missing.stderr

@@ -135,6 +135,7 @@ def test_a_partitioned_agent_goes_disconnected_and_recovers(tmp_path, namespaces
             env={
                 "PLUMB_INGEST__IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S),
                 "PLUMB_INGEST__HEARTBEAT_INTERVAL_S": "1",
+                "PLUMB_API__ANONYMOUS_READ": "true",
             },
         ),
         _spawn(

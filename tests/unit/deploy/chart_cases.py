@@ -48,3 +48,18 @@ def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> d
     ]
     assert len(matches) == 1, f"expected one {kind} {name or ''}, got {len(matches)}"
     return matches[0]
+
+
+# API tokens from a Secret, anonymous read, tight rate limits, and TLS from a cert-manager
+# style Secret (tls.crt, tls.key, ca.crt) the agents take their CA from.
+SECURED: dict[str, Any] = {
+    "serviceMonitor": {"enabled": True},
+    "aggregator": {
+        "api": {
+            "tokensSecret": "plumb-api-tokens",
+            "anonymousRead": True,
+            "rateLimit": {"perSecond": 5, "burst": 20},
+        },
+        "tls": {"secret": "plumb-tls"},
+    },
+}

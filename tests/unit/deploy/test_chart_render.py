@@ -6,7 +6,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from chart_cases import ALL_ON, CHART, MONITORING_APIS, PERSISTENT
+from chart_cases import ALL_ON, CHART, MONITORING_APIS, PERSISTENT, SECURED
 
 from agent.settings import AgentSettings
 from aggregator.settings import AggregatorSettings
@@ -26,7 +26,9 @@ def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    "values", [None, ALL_ON, PERSISTENT], ids=["defaults", "all-optional-on", "sqlite-pvc"]
+    "values",
+    [None, ALL_ON, PERSISTENT, SECURED],
+    ids=["defaults", "all-optional-on", "sqlite-pvc", "secured"],
 )
 def test_helm_lint_strict_passes(helm, values_file, values):
     args = ["lint", "--strict", str(CHART)]
@@ -37,8 +39,8 @@ def test_helm_lint_strict_passes(helm, values_file, values):
 
 @pytest.mark.parametrize(
     ("values", "apis"),
-    [(None, ()), (ALL_ON, MONITORING_APIS), (PERSISTENT, ())],
-    ids=["defaults", "all-optional-on", "sqlite-pvc"],
+    [(None, ()), (ALL_ON, MONITORING_APIS), (PERSISTENT, ()), (SECURED, MONITORING_APIS)],
+    ids=["defaults", "all-optional-on", "sqlite-pvc", "secured"],
 )
 def test_every_builtin_object_passes_strict_schema_validation(render, values, apis):
     objects = render(values, api_versions=apis)
@@ -221,9 +223,11 @@ def test_several_replicas_on_sqlite_are_refused(helm, values_file):
         {"agent": {"hostRoot": "relative"}},
         {"agent": {"token": {"audience": "", "expirationSeconds": 3600}}},
         {"aggregator": {"grpcPort": 0}},
+        {"aggregator": {"api": {"rateLimit": {"perSecond": 0}}}},
+        {"aggregator": {"api": {"anonymousRead": "yes"}}},
         {"unknownKey": 1},
     ],
-    ids=["log-level", "host-root", "audience", "port", "unknown-key"],
+    ids=["log-level", "host-root", "audience", "port", "rate", "anonymous", "unknown-key"],
 )
 def test_schema_rejects_bad_values(helm, values_file, bad):
     result = helm("template", "plumb", str(CHART), "-f", str(values_file(bad)), check=False)
@@ -293,3 +297,63 @@ def test_pdb_left_out_where_policy_v1_is_not_served(render):
     assert not [o for o in render(kube_version="1.20.2") if o["kind"] == "PodDisruptionBudget"]
     explicit = render(kube_version="1.20.2", api_versions=["policy/v1/PodDisruptionBudget"])
     assert [o for o in explicit if o["kind"] == "PodDisruptionBudget"]
+
+
+def _settings_from(env: dict[str, dict[str, Any]], monkeypatch) -> AggregatorSettings:
+    """The aggregator's settings as the rendered env gives them."""
+    for name, entry in env.items():
+        if name.startswith("PLUMB_") and "value" in entry:
+            monkeypatch.setenv(name, entry["value"])
+    return AggregatorSettings()
+
+
+def _mounted_items(pod: dict[str, Any], c: dict[str, Any], path: str) -> tuple[str, list]:
+    """The Secret behind the mount at `path`, and the keys it projects."""
+    (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == path]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    return volume["secret"]["secretName"], volume["secret"]["items"]
+
+
+def test_api_tokens_and_tls_come_from_secrets(render, find_object, monkeypatch):
+    objects = render(SECURED, api_versions=MONITORING_APIS)
+    deployment = find_object(objects, "Deployment")["spec"]["template"]["spec"]
+    agg = deployment["containers"][0]
+    settings = _settings_from(env_of(agg), monkeypatch)
+    assert settings.api.anonymous_read is True and settings.api.public_metrics is True
+    assert (settings.api.rate_per_s, settings.api.burst) == (5.0, 20)
+    assert str(settings.api.tokens_file) == "/etc/plumb/api/tokens"
+    assert _mounted_items(deployment, agg, "/etc/plumb/api") == (
+        "plumb-api-tokens",
+        [{"key": "tokens", "path": "tokens"}],
+    )
+    assert (str(settings.tls.cert_file), str(settings.tls.key_file)) == (
+        "/etc/plumb/tls/tls.crt",
+        "/etc/plumb/tls/tls.key",
+    )
+    name, items = _mounted_items(deployment, agg, "/etc/plumb/tls")
+    assert name == "plumb-tls" and {i["key"] for i in items} == {"tls.crt", "tls.key"}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert agg[probe]["httpGet"]["scheme"] == "HTTPS"
+
+    daemonset = find_object(objects, "DaemonSet")["spec"]["template"]["spec"]
+    agent = daemonset["containers"][0]
+    assert env_of(agent)["PLUMB_CA_FILE"]["value"] == "/etc/plumb/ca/ca.crt"
+    # The agents get the CA only, never the aggregator's private key.
+    assert _mounted_items(daemonset, agent, "/etc/plumb/ca") == (
+        "plumb-tls",
+        [{"key": "ca.crt", "path": "ca.crt"}],
+    )
+    endpoint = find_object(objects, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"]["serverName"] == "plumb-aggregator.plumb.svc"
+
+
+def test_by_default_the_api_has_no_anonymous_read_and_no_tls(render, find_object, monkeypatch):
+    objects = render()
+    agg = container(objects, "Deployment", find_object)
+    settings = _settings_from(env_of(agg), monkeypatch)
+    assert settings.api.anonymous_read is False and settings.api.tokens_file is None
+    assert not settings.tls.enabled
+    assert agg["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
+    assert "PLUMB_CA_FILE" not in env_of(container(objects, "DaemonSet", find_object))
