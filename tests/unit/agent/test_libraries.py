@@ -189,6 +189,26 @@ def test_a_changed_library_is_seen_through_the_reused_search(tmp_path, monkeypat
     assert scans.hits == hits + 1
 
 
+def test_a_relinked_alternative_outside_the_searched_dirs_is_seen(tmp_path):
+    # libnccl.so.2 -> /etc/alternatives/libnccl.so.2 -> /opt/nccl-X/lib/libnccl.so.2: an
+    # upgrade moves only the link in /etc/alternatives, a directory no pattern names.
+    _touch(tmp_path, "opt/nccl-2.21/lib/libnccl.so.2", "opt/nccl-2.23/lib/libnccl.so.2")
+    (tmp_path / "etc/alternatives").mkdir(parents=True)
+    alternative = tmp_path / "etc/alternatives/libnccl.so.2"
+    alternative.symlink_to("/opt/nccl-2.21/lib/libnccl.so.2")
+    (tmp_path / "usr/lib64").mkdir(parents=True)
+    (tmp_path / "usr/lib64/libnccl.so.2").symlink_to("/etc/alternatives/libnccl.so.2")
+    scans = LibraryScans(racy_s=0)
+    pattern = ["usr/lib64/libnccl.so.2"]
+    assert [str(p) for p in scans.find(tmp_path, pattern)] == ["/opt/nccl-2.21/lib/libnccl.so.2"]
+    assert [str(p) for p in scans.find(tmp_path, pattern)] == ["/opt/nccl-2.21/lib/libnccl.so.2"]
+    assert scans.hits == 1
+
+    _settle()
+    _relink(alternative, "/opt/nccl-2.23/lib/libnccl.so.2")
+    assert [str(p) for p in scans.find(tmp_path, pattern)] == ["/opt/nccl-2.23/lib/libnccl.so.2"]
+
+
 def test_a_search_that_read_a_just_changed_directory_is_not_reused(tmp_path):
     # A change within the same timestamp tick would leave the stamps as they were.
     _touch(tmp_path, "usr/lib64/libnccl.so.2")
