@@ -206,7 +206,7 @@ class StreamClient:
         """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat."""
         seq = 1  # seq of the last facts message; heartbeats repeat it
         facts = await asyncio.to_thread(self._collect)
-        digest = wire.content_hash(facts)
+        digest = wire.content_digest(facts)
         await self._send(call, _full(seq, digest, facts))
         last_sent = time.monotonic()
         while True:
@@ -217,18 +217,18 @@ class StreamClient:
             if self._resync.is_set():
                 self._resync.clear()
                 seq += 1
-                digest = wire.content_hash(current)
+                digest = wire.content_digest(current)
                 await self._send(call, _full(seq, digest, current))
             elif current != facts:
                 seq += 1
                 changed, removed = wire.diff(facts, current)
-                digest = wire.content_hash(current)
+                digest = wire.content_digest(current)
                 await self._send(call, _delta(seq, digest, changed, removed))
             elif time.monotonic() - last_sent >= self._heartbeat_s:
                 await self._send(
                     call,
                     agent_pb2.ConnectRequest(
-                        heartbeat=agent_pb2.Heartbeat(seq=seq, content_hash=digest)
+                        heartbeat=agent_pb2.Heartbeat(seq=seq, content_sha256=digest)
                     ),
                 )
             else:
@@ -247,16 +247,16 @@ async def _first_of(*events: asyncio.Event, timeout_s: float) -> None:
             w.cancel()
 
 
-def _full(seq: int, digest: str, facts: dict[str, wire.Reading]) -> agent_pb2.ConnectRequest:
+def _full(seq: int, digest: bytes, facts: dict[str, wire.Reading]) -> agent_pb2.ConnectRequest:
     return agent_pb2.ConnectRequest(
-        full_facts=agent_pb2.FullFacts(seq=seq, content_hash=digest, facts=wire.unflatten(facts))
+        full_facts=agent_pb2.FullFacts(seq=seq, content_sha256=digest, facts=wire.unflatten(facts))
     )
 
 
 def _delta(
-    seq: int, digest: str, changed: dict[str, wire.Reading], removed: list[str]
+    seq: int, digest: bytes, changed: dict[str, wire.Reading], removed: list[str]
 ) -> agent_pb2.ConnectRequest:
-    delta = agent_pb2.FactsDelta(seq=seq, content_hash=digest, removed=removed)
+    delta = agent_pb2.FactsDelta(seq=seq, content_sha256=digest, removed=removed)
     for path, reading in changed.items():
         delta.changed[path].CopyFrom(wire.to_fact(reading))
     return agent_pb2.ConnectRequest(delta=delta)

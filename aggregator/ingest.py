@@ -262,8 +262,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         raise InvalidInput(f"unexpected message on an open stream: {kind or 'empty'}")
 
     def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
+        digest = _hex_digest("FullFacts", full.content_sha256)
         held = self._state.get(session.node)
-        if held is not None and held.facts and full.content_hash == held.content_hash:
+        if held is not None and held.facts and digest == held.content_hash:
             # A reconnect resending what is held: the hash says the facts are equal, so skip
             # parsing them (most of a reconnect storm's cost); nothing of the payload is kept.
             flat = held.facts
@@ -272,10 +273,10 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 flat = wire.flatten(full.facts)
             except wire.FactsError as exc:
                 raise InvalidInput(f"malformed FullFacts: {exc}") from exc
-            if wire.content_hash(flat) != full.content_hash:
-                raise InvalidInput("FullFacts content_hash does not match its facts")
+            if wire.content_hash(flat) != digest:
+                raise InvalidInput("FullFacts content_sha256 does not match its facts")
         first = not session.has_facts
-        if not self._apply(session, full.seq, flat, full.content_hash, first=first):
+        if not self._apply(session, full.seq, flat, digest, first=first):
             return self._store_full(session)
         session.seq, session.has_facts, session.awaiting_full = full.seq, True, False
         return _ack(full.seq)
@@ -285,6 +286,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ConnectResponse | None:
         if session.awaiting_full:
             return None  # in flight before our Resync; the FullFacts that follows supersedes it
+        digest = _hex_digest("FactsDelta", delta.content_sha256)
         if not session.has_facts:
             return self._resync(session, "no_full_facts", "a delta arrived before FullFacts")
         try:
@@ -300,9 +302,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             return self._resync(
                 session, "seq_gap", f"expected seq {session.seq + 1}, got {delta.seq}"
             )
-        if wire.content_hash(new) != delta.content_hash:
+        if wire.content_hash(new) != digest:
             return self._resync(session, "hash_mismatch", "facts differ after applying the delta")
-        if not self._apply(session, delta.seq, new, delta.content_hash):
+        if not self._apply(session, delta.seq, new, digest):
             return self._store_full(session)
         session.seq = delta.seq
         return _ack(delta.seq)
@@ -312,8 +314,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ConnectResponse | None:
         if session.awaiting_full:
             return None
+        digest = _hex_digest("Heartbeat", beat.content_sha256)
         node = self._state.node(session.node, self._clock())
-        if not session.has_facts or beat.content_hash != node.content_hash:
+        if not session.has_facts or digest != node.content_hash:
             return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
         node.last_report_at = self._clock()
         return None
@@ -385,6 +388,14 @@ def _check_hello(msg: agent_pb2.ConnectRequest) -> str:
     if len(hello.agent_version) > _MAX_IDENT or len(hello.boot_id) > _MAX_IDENT:
         raise InvalidInput(f"agent_version and boot_id are limited to {_MAX_IDENT} characters")
     return name
+
+
+def _hex_digest(kind: str, raw: bytes) -> str:
+    """A content_sha256 as the hex hash the aggregator keeps; InvalidInput if malformed."""
+    try:
+        return wire.hex_digest(raw)
+    except wire.FactsError as exc:
+        raise InvalidInput(f"malformed {kind}: {exc}") from exc
 
 
 def _bearer(metadata: tuple | None) -> str | None:

@@ -70,18 +70,18 @@ def _cheap_agent_wire() -> None:
     from plumb import facts as wire
     from plumb.v1 import agent_pb2
 
-    real_hash, real_unflatten = wire.content_hash, wire.unflatten
-    hashes: dict[int, tuple[object, str]] = {}
+    real_digest, real_unflatten = wire.content_digest, wire.unflatten
+    digests: dict[int, tuple[object, bytes]] = {}
     messages: dict[int, tuple[object, object]] = {}
 
-    def content_hash(flat):
-        hit = hashes.get(id(flat))
+    def content_digest(flat):
+        hit = digests.get(id(flat))
         if hit is not None and hit[0] is flat:
             return hit[1]
-        if len(hashes) > 50_000:
-            hashes.clear()
-        digest = real_hash(flat)
-        hashes[id(flat)] = (flat, digest)
+        if len(digests) > 50_000:
+            digests.clear()
+        digest = real_digest(flat)
+        digests[id(flat)] = (flat, digest)
         return digest
 
     def full(seq, digest, facts):
@@ -91,10 +91,10 @@ def _cheap_agent_wire() -> None:
                 messages.clear()
             hit = messages[id(facts)] = (facts, real_unflatten(facts))
         return agent_pb2.ConnectRequest(
-            full_facts=agent_pb2.FullFacts(seq=seq, content_hash=digest, facts=hit[1])
+            full_facts=agent_pb2.FullFacts(seq=seq, content_sha256=digest, facts=hit[1])
         )
 
-    wire.content_hash = content_hash
+    wire.content_digest = content_digest
     stream._full = full
 
     # One TCP connection per agent, as on real nodes: gRPC otherwise shares one subchannel
@@ -132,7 +132,7 @@ def _clients():
                 facts = await asyncio.to_thread(self._collect)
                 seq += 1
                 self._resync.clear()
-                await self._send(call, stream._full(seq, wire.content_hash(facts), facts))
+                await self._send(call, stream._full(seq, wire.content_digest(facts), facts))
                 await _first_of(stop, self._resync, timeout_s=RESEND_S)
 
     return CountingClient, FullResendClient

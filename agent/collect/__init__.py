@@ -39,7 +39,24 @@ def collect_all(sources: Sources) -> dict[str, Reading]:
     raw.update(nvml.collect(sources))
     raw.update(cuda.collect(sources))
     raw.update(nccl.collect(sources))
-    return flatten(unflatten(raw))
+    return _CANONICAL.of(raw)
+
+
+class _Canonical:
+    """flatten(unflatten(raw)), reused while a poll's raw readings equal the last poll's: the
+    round trip costs several times the comparison, and most polls find nothing changed."""
+
+    def __init__(self) -> None:
+        self._last: tuple[dict[str, Reading], dict[str, Reading]] | None = None
+
+    def of(self, raw: dict[str, Reading]) -> dict[str, Reading]:
+        last = self._last  # one read: collections may run on several threads
+        if last is None or last[0] != raw:
+            last = self._last = (raw, flatten(unflatten(raw)))
+        return dict(last[1])  # a copy: callers own what they are given
+
+
+_CANONICAL = _Canonical()
 
 
 def real_sources(host_root: Path = Path("/"), library_dirs: tuple[Path, ...] = ()) -> Sources:

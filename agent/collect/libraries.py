@@ -2,7 +2,8 @@
 
 Paths are resolved inside the host root (an absolute symlink such as /usr/local/cuda ->
 /etc/alternatives/cuda points into the host, not into the agent's container), and each library
-is reported once, by its real path as the host sees it.
+is reported once, by its real path as the host sees it. A search is repeated only when one of
+the directories it read has changed (`LibraryScans`), so a poll every second stays cheap.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import time
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
@@ -20,19 +22,31 @@ from plumb.facts import Reading
 if TYPE_CHECKING:
     from agent.collect import Sources
 
-__all__ = ["LibraryProbeError", "find_libraries", "library_facts", "probe_version"]
+__all__ = [
+    "LibraryProbeError",
+    "LibraryScans",
+    "find_libraries",
+    "library_facts",
+    "probe_version",
+]
 
 log = logging.getLogger(__name__)
 
 _MAX_SYMLINK_HOPS = 40  # the kernel's own limit (MAXSYMLINKS)
+# A directory changed this recently may change again within the same timestamp tick, unseen by
+# its stamp; a search that read one is not reused (git's "racily clean" rule).
+_RACY_S = 2.0
+
+_Stamp = tuple[int, int, int] | None  # (inode, mtime, ctime) in ns; None: the path is gone
 
 
 class LibraryProbeError(Exception):
     """A library could not be loaded or does not export the version function."""
 
 
-def host_realpath(root: Path, path: PurePosixPath) -> PurePosixPath:
-    """`path` (absolute, as on the host) with every symlink resolved inside `root`."""
+def host_realpath(root: Path, path: PurePosixPath, seen: set[Path] | None = None) -> PurePosixPath:
+    """`path` (absolute, as on the host) with every symlink resolved inside `root`; adds to
+    `seen` each directory whose entries the answer depends on."""
     parts = list(path.parts[1:])
     resolved = PurePosixPath("/")
     hops = 0
@@ -45,6 +59,8 @@ def host_realpath(root: Path, path: PurePosixPath) -> PurePosixPath:
             continue
         candidate = resolved / part
         on_disk = root / candidate.relative_to("/")
+        if seen is not None:
+            seen.add(on_disk.parent)
         if not on_disk.is_symlink():
             resolved = candidate
             continue
@@ -58,16 +74,67 @@ def host_realpath(root: Path, path: PurePosixPath) -> PurePosixPath:
     return resolved
 
 
+class LibraryScans:
+    """`find_libraries` results by (root, patterns), reused while every directory a search read
+    keeps its inode, mtime and ctime: installing, removing or relinking a library changes the
+    directory that holds the entry, so a poll re-reads only a few stamps."""
+
+    def __init__(self, racy_s: float = _RACY_S, max_entries: int = 64) -> None:
+        self._racy_ns = int(racy_s * 1e9)
+        self._max_entries = max_entries
+        self._held: dict[
+            tuple[Path, tuple[str, ...]],
+            tuple[tuple[tuple[Path, _Stamp], ...], list[PurePosixPath]],
+        ] = {}
+        self.hits = self.misses = 0
+
+    def find(self, root: Path, patterns: Iterable[str]) -> list[PurePosixPath]:
+        """What `find_libraries` returns, searching again only when a directory changed."""
+        key = (root, tuple(patterns))
+        held = self._held.get(key)
+        if held is not None and all(_stamp(d) == stamp for d, stamp in held[0]):
+            self.hits += 1
+            return list(held[1])
+        self.misses += 1
+        started_ns = time.time_ns()
+        seen: set[Path] = set()
+        found = _search(root, key[1], seen)
+        stamps = tuple((d, _stamp(d)) for d in seen)
+        if any(stamp is not None and stamp[2] >= started_ns - self._racy_ns for _, stamp in stamps):
+            self._held.pop(key, None)
+        else:
+            if len(self._held) >= self._max_entries:
+                self._held.clear()
+            self._held[key] = (stamps, found)
+        return list(found)
+
+
+def _stamp(path: Path) -> _Stamp:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+_SCANS = LibraryScans()
+
+
 def find_libraries(root: Path, patterns: Iterable[str]) -> list[PurePosixPath]:
     """Distinct regular files matching the glob `patterns` (relative to `root`), by host path.
 
-    Each is returned once, by its real path, sorted; unreadable directories are skipped.
+    Each is returned once, by its real path, sorted; unreadable directories are skipped. The
+    search is repeated only when a directory it read has changed since (see `LibraryScans`).
     """
+    return _SCANS.find(root, patterns)
+
+
+def _search(root: Path, patterns: Iterable[str], seen: set[Path]) -> list[PurePosixPath]:
     found: set[PurePosixPath] = set()
     for pattern in patterns:
-        for match in _glob(root, pattern):
+        for match in _glob(root, pattern, seen):
             try:
-                real = host_realpath(root, match)
+                real = host_realpath(root, match, seen)
             except OSError as exc:
                 log.debug("skipping library", extra={"path": str(match), "error": str(exc)})
                 continue
@@ -76,7 +143,7 @@ def find_libraries(root: Path, patterns: Iterable[str]) -> list[PurePosixPath]:
     return sorted(found)
 
 
-def _glob(root: Path, pattern: str) -> list[PurePosixPath]:
+def _glob(root: Path, pattern: str, seen: set[Path]) -> list[PurePosixPath]:
     """Host paths matching `pattern`, each directory's symlinks resolved inside `root`.
 
     Path.glob would follow an absolute symlink out of the root, into the agent's own filesystem.
@@ -86,8 +153,9 @@ def _glob(root: Path, pattern: str) -> list[PurePosixPath]:
         step: list[PurePosixPath] = []
         for parent in matches:
             try:
-                real = host_realpath(root, parent)
+                real = host_realpath(root, parent, seen)
                 directory = root / real.relative_to("/")
+                seen.add(directory)
                 if not directory.is_dir():
                     continue
                 if any(c in part for c in "*?["):

@@ -26,11 +26,13 @@ __all__ = [
     "Reading",
     "Status",
     "apply_delta",
+    "content_digest",
     "content_hash",
     "describe",
     "diff",
     "flatten",
     "from_fact",
+    "hex_digest",
     "leaves",
     "nest",
     "to_fact",
@@ -51,6 +53,7 @@ _STATUS_TO_PROTO = {v: k for k, v in _STATUS_FROM_PROTO.items()}
 MAX_PATH_CHARS = 512
 MAX_VALUE_CHARS = 4096
 MAX_REPEATED = 256
+DIGEST_BYTES = 32  # a SHA-256 content digest on the wire
 
 _LEAF_TYPES = {
     "plumb.v1.StringFact": str,
@@ -283,15 +286,31 @@ def from_fact(path: str, fact: facts_pb2.Fact) -> Reading:
     return Reading.ok(value)
 
 
-def content_hash(flat: Mapping[str, Reading]) -> str:
-    """SHA-256 of the canonical JSON of ``flat``: the same facts give the same hash on both ends."""
+def content_digest(flat: Mapping[str, Reading]) -> bytes:
+    """SHA-256 of the canonical JSON of ``flat``: the same facts give the same digest on both
+    ends. The stream carries these 32 bytes (``content_sha256``)."""
     canonical = json.dumps(
         {path: r.to_json() for path, r in flat.items()},
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+def content_hash(flat: Mapping[str, Reading]) -> str:
+    """``content_digest`` in hex: the form the aggregator keeps, stores and serves."""
+    return content_digest(flat).hex()
+
+
+def hex_digest(raw: bytes) -> str:
+    """A message's ``content_sha256`` as a hex content hash; FactsError unless it is 32 bytes."""
+    if len(raw) != DIGEST_BYTES:
+        raise FactsError(
+            f"content_sha256 must be the {DIGEST_BYTES}-byte SHA-256 digest, got {len(raw)} "
+            "bytes; an agent that sends none predates it and must be upgraded"
+        )
+    return raw.hex()
 
 
 def diff(

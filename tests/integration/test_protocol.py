@@ -23,16 +23,18 @@ def hello(name: str) -> agent_pb2.ConnectRequest:
     )
 
 
-def full(flat: dict, seq: int = 1, digest: str | None = None) -> agent_pb2.ConnectRequest:
+def full(flat: dict, seq: int = 1, digest: bytes | None = None) -> agent_pb2.ConnectRequest:
     return agent_pb2.ConnectRequest(
         full_facts=agent_pb2.FullFacts(
-            seq=seq, content_hash=digest or wire.content_hash(flat), facts=wire.unflatten(flat)
+            seq=seq,
+            content_sha256=wire.content_digest(flat) if digest is None else digest,
+            facts=wire.unflatten(flat),
         )
     )
 
 
 def delta(seq: int, changed: dict, after: dict) -> agent_pb2.ConnectRequest:
-    msg = agent_pb2.FactsDelta(seq=seq, content_hash=wire.content_hash(after))
+    msg = agent_pb2.FactsDelta(seq=seq, content_sha256=wire.content_digest(after))
     for path, reading in changed.items():
         msg.changed[path].CopyFrom(wire.to_fact(reading))
     return agent_pb2.ConnectRequest(delta=msg)
@@ -73,7 +75,7 @@ async def test_heartbeat_with_a_stale_hash_gets_a_resync(aggregator, channel):
     await call.write(full(FACTS))
     await call.read()
     await call.write(
-        agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=1, content_hash="0" * 64))
+        agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=1, content_sha256=bytes(32)))
     )
     assert await reply(call) == "resync"
     await call.write(full(FACTS, seq=2))
@@ -94,14 +96,36 @@ async def test_a_seq_gap_gets_a_resync_and_is_not_applied(aggregator, channel):
 
 async def test_malformed_full_facts_closes_the_stream_and_stores_nothing(aggregator, channel):
     call = await open_stream(channel, "liar")
-    await call.write(full(FACTS, digest="f" * 64))
+    await call.write(full(FACTS, digest=b"\xff" * 32))
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await call.read()
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "content_hash" in err.value.details()
+    assert "content_sha256 does not match" in err.value.details()
     assert aggregator.node("liar") is None
     assert aggregator.get("/v1/nodes/liar/history").status_code == 404
     assert "stream closed" in aggregator.log()
+
+
+@pytest.mark.parametrize("kind", ["full_facts", "delta", "heartbeat"])
+async def test_a_message_without_the_raw_digest_is_refused_with_what_to_do(
+    aggregator, channel, kind
+):
+    # An agent from before content_sha256 sent a hex content_hash (field 2, now reserved).
+    call = await open_stream(channel, f"old-{kind.replace('_', '-')}")
+    if kind != "full_facts":
+        await call.write(full(FACTS))
+        assert (await call.read()).ack.seq == 1
+    msg = {
+        "full_facts": full(FACTS, digest=b""),
+        "delta": agent_pb2.ConnectRequest(delta=agent_pb2.FactsDelta(seq=2)),
+        "heartbeat": agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=1)),
+    }[kind]
+    await call.write(msg)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "content_sha256 must be the 32-byte SHA-256 digest, got 0 bytes" in err.value.details()
+    assert "must be upgraded" in err.value.details()
 
 
 async def test_a_delta_with_an_unknown_path_closes_the_stream(aggregator, channel):
@@ -129,7 +153,7 @@ async def test_an_oversized_message_closes_the_stream_and_stores_nothing(aggrega
         gpu.name.error = "x" * 8000 + str(i)
     await call.write(
         agent_pb2.ConnectRequest(
-            full_facts=agent_pb2.FullFacts(seq=1, content_hash="h", facts=facts)
+            full_facts=agent_pb2.FullFacts(seq=1, content_sha256=b"h", facts=facts)
         )
     )
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -181,7 +205,7 @@ async def test_a_resend_with_the_held_hash_is_acked_without_changing_anything(ag
         again = await open_stream(other, "resender")  # a reconnect after a restart or blip
         other_facts = {**FACTS, "driver.driver_version": wire.Reading.ok("1.0")}
         # The hash is what is held, so the payload is not read: the held facts stay.
-        await again.write(full(other_facts, digest=wire.content_hash(FACTS)))
+        await again.write(full(other_facts, digest=wire.content_digest(FACTS)))
         assert (await again.read()).ack.seq == 1
         assert aggregator.node("resender")["driver_version"] == "550.54.15"
         assert aggregator.json("/v1/nodes/resender/history") == []

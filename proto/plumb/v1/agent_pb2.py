@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from plumb.v1 import facts_pb2 as plumb_dot_v1_dot_facts__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14plumb/v1/agent.proto\x12\x08plumb.v1\x1a\x14plumb/v1/facts.proto\"X\n\x05Hello\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x15\n\ragent_version\x18\x02 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\"R\n\tFullFacts\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12\"\n\x05\x66\x61\x63ts\x18\x03 \x01(\x0b\x32\x13.plumb.v1.NodeFacts\"\xb4\x01\n\nFactsDelta\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12\x32\n\x07\x63hanged\x18\x03 \x03(\x0b\x32!.plumb.v1.FactsDelta.ChangedEntry\x12\x0f\n\x07removed\x18\x04 \x03(\t\x1a>\n\x0c\x43hangedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.plumb.v1.Fact:\x02\x38\x01\".\n\tHeartbeat\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\"\xf9\x01\n\x0b\x43heckResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08\x63heck_id\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x12\n\x05value\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04unit\x18\x06 \x01(\t\x12\x12\n\nduration_s\x18\x07 \x01(\x01\x12\x33\n\x07\x64\x65tails\x18\x08 \x03(\x0b\x32\".plumb.v1.CheckResult.DetailsEntry\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_value\"\xe8\x01\n\x0e\x43onnectRequest\x12 \n\x05hello\x18\x01 \x01(\x0b\x32\x0f.plumb.v1.HelloH\x00\x12)\n\nfull_facts\x18\x02 \x01(\x0b\x32\x13.plumb.v1.FullFactsH\x00\x12%\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x14.plumb.v1.FactsDeltaH\x00\x12(\n\theartbeat\x18\x04 \x01(\x0b\x32\x13.plumb.v1.HeartbeatH\x00\x12-\n\x0c\x63heck_result\x18\x05 \x01(\x0b\x32\x15.plumb.v1.CheckResultH\x00\x42\t\n\x07message\"G\n\x0eReportSettings\x12\x17\n\x0fpoll_interval_s\x18\x01 \x01(\x01\x12\x1c\n\x14heartbeat_interval_s\x18\x02 \x01(\x01\"P\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x0freport_settings\x18\x02 \x01(\x0b\x32\x18.plumb.v1.ReportSettings\"\x12\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"\x18\n\x06Resync\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x96\x01\n\tCheckSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\ttimeout_s\x18\x02 \x01(\x01\x12\x37\n\nparameters\x18\x03 \x03(\x0b\x32#.plumb.v1.CheckSpec.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"W\n\tRunChecks\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\tcheck_ids\x18\x02 \x03(\t\x12#\n\x06\x63hecks\x18\x03 \x03(\x0b\x32\x13.plumb.v1.CheckSpec\"\xaf\x01\n\x0f\x43onnectResponse\x12$\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.plumb.v1.WelcomeH\x00\x12\x1c\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\r.plumb.v1.AckH\x00\x12\"\n\x06resync\x18\x03 \x01(\x0b\x32\x10.plumb.v1.ResyncH\x00\x12)\n\nrun_checks\x18\x04 \x01(\x0b\x32\x13.plumb.v1.RunChecksH\x00\x42\t\n\x07message2R\n\x0c\x41gentService\x12\x42\n\x07\x43onnect\x12\x18.plumb.v1.ConnectRequest\x1a\x19.plumb.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14plumb/v1/agent.proto\x12\x08plumb.v1\x1a\x14plumb/v1/facts.proto\"X\n\x05Hello\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x15\n\ragent_version\x18\x02 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\"h\n\tFullFacts\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\"\n\x05\x66\x61\x63ts\x18\x03 \x01(\x0b\x32\x13.plumb.v1.NodeFacts\x12\x16\n\x0e\x63ontent_sha256\x18\x04 \x01(\x0cJ\x04\x08\x02\x10\x03R\x0c\x63ontent_hash\"\xca\x01\n\nFactsDelta\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x32\n\x07\x63hanged\x18\x03 \x03(\x0b\x32!.plumb.v1.FactsDelta.ChangedEntry\x12\x0f\n\x07removed\x18\x04 \x03(\t\x12\x16\n\x0e\x63ontent_sha256\x18\x05 \x01(\x0c\x1a>\n\x0c\x43hangedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.plumb.v1.Fact:\x02\x38\x01J\x04\x08\x02\x10\x03R\x0c\x63ontent_hash\"D\n\tHeartbeat\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x16\n\x0e\x63ontent_sha256\x18\x03 \x01(\x0cJ\x04\x08\x02\x10\x03R\x0c\x63ontent_hash\"\xf9\x01\n\x0b\x43heckResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08\x63heck_id\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x12\n\x05value\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04unit\x18\x06 \x01(\t\x12\x12\n\nduration_s\x18\x07 \x01(\x01\x12\x33\n\x07\x64\x65tails\x18\x08 \x03(\x0b\x32\".plumb.v1.CheckResult.DetailsEntry\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_value\"\xe8\x01\n\x0e\x43onnectRequest\x12 \n\x05hello\x18\x01 \x01(\x0b\x32\x0f.plumb.v1.HelloH\x00\x12)\n\nfull_facts\x18\x02 \x01(\x0b\x32\x13.plumb.v1.FullFactsH\x00\x12%\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x14.plumb.v1.FactsDeltaH\x00\x12(\n\theartbeat\x18\x04 \x01(\x0b\x32\x13.plumb.v1.HeartbeatH\x00\x12-\n\x0c\x63heck_result\x18\x05 \x01(\x0b\x32\x15.plumb.v1.CheckResultH\x00\x42\t\n\x07message\"G\n\x0eReportSettings\x12\x17\n\x0fpoll_interval_s\x18\x01 \x01(\x01\x12\x1c\n\x14heartbeat_interval_s\x18\x02 \x01(\x01\"P\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x0freport_settings\x18\x02 \x01(\x0b\x32\x18.plumb.v1.ReportSettings\"\x12\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"\x18\n\x06Resync\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x96\x01\n\tCheckSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\ttimeout_s\x18\x02 \x01(\x01\x12\x37\n\nparameters\x18\x03 \x03(\x0b\x32#.plumb.v1.CheckSpec.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"W\n\tRunChecks\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\tcheck_ids\x18\x02 \x03(\t\x12#\n\x06\x63hecks\x18\x03 \x03(\x0b\x32\x13.plumb.v1.CheckSpec\"\xaf\x01\n\x0f\x43onnectResponse\x12$\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.plumb.v1.WelcomeH\x00\x12\x1c\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\r.plumb.v1.AckH\x00\x12\"\n\x06resync\x18\x03 \x01(\x0b\x32\x10.plumb.v1.ResyncH\x00\x12)\n\nrun_checks\x18\x04 \x01(\x0b\x32\x13.plumb.v1.RunChecksH\x00\x42\t\n\x07message2R\n\x0c\x41gentService\x12\x42\n\x07\x43onnect\x12\x18.plumb.v1.ConnectRequest\x1a\x19.plumb.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,35 +41,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLO']._serialized_start=56
   _globals['_HELLO']._serialized_end=144
   _globals['_FULLFACTS']._serialized_start=146
-  _globals['_FULLFACTS']._serialized_end=228
-  _globals['_FACTSDELTA']._serialized_start=231
-  _globals['_FACTSDELTA']._serialized_end=411
-  _globals['_FACTSDELTA_CHANGEDENTRY']._serialized_start=349
-  _globals['_FACTSDELTA_CHANGEDENTRY']._serialized_end=411
-  _globals['_HEARTBEAT']._serialized_start=413
-  _globals['_HEARTBEAT']._serialized_end=459
-  _globals['_CHECKRESULT']._serialized_start=462
-  _globals['_CHECKRESULT']._serialized_end=711
-  _globals['_CHECKRESULT_DETAILSENTRY']._serialized_start=655
-  _globals['_CHECKRESULT_DETAILSENTRY']._serialized_end=701
-  _globals['_CONNECTREQUEST']._serialized_start=714
-  _globals['_CONNECTREQUEST']._serialized_end=946
-  _globals['_REPORTSETTINGS']._serialized_start=948
-  _globals['_REPORTSETTINGS']._serialized_end=1019
-  _globals['_WELCOME']._serialized_start=1021
-  _globals['_WELCOME']._serialized_end=1101
-  _globals['_ACK']._serialized_start=1103
-  _globals['_ACK']._serialized_end=1121
-  _globals['_RESYNC']._serialized_start=1123
-  _globals['_RESYNC']._serialized_end=1147
-  _globals['_CHECKSPEC']._serialized_start=1150
-  _globals['_CHECKSPEC']._serialized_end=1300
-  _globals['_CHECKSPEC_PARAMETERSENTRY']._serialized_start=1251
-  _globals['_CHECKSPEC_PARAMETERSENTRY']._serialized_end=1300
-  _globals['_RUNCHECKS']._serialized_start=1302
-  _globals['_RUNCHECKS']._serialized_end=1389
-  _globals['_CONNECTRESPONSE']._serialized_start=1392
-  _globals['_CONNECTRESPONSE']._serialized_end=1567
-  _globals['_AGENTSERVICE']._serialized_start=1569
-  _globals['_AGENTSERVICE']._serialized_end=1651
+  _globals['_FULLFACTS']._serialized_end=250
+  _globals['_FACTSDELTA']._serialized_start=253
+  _globals['_FACTSDELTA']._serialized_end=455
+  _globals['_FACTSDELTA_CHANGEDENTRY']._serialized_start=373
+  _globals['_FACTSDELTA_CHANGEDENTRY']._serialized_end=435
+  _globals['_HEARTBEAT']._serialized_start=457
+  _globals['_HEARTBEAT']._serialized_end=525
+  _globals['_CHECKRESULT']._serialized_start=528
+  _globals['_CHECKRESULT']._serialized_end=777
+  _globals['_CHECKRESULT_DETAILSENTRY']._serialized_start=721
+  _globals['_CHECKRESULT_DETAILSENTRY']._serialized_end=767
+  _globals['_CONNECTREQUEST']._serialized_start=780
+  _globals['_CONNECTREQUEST']._serialized_end=1012
+  _globals['_REPORTSETTINGS']._serialized_start=1014
+  _globals['_REPORTSETTINGS']._serialized_end=1085
+  _globals['_WELCOME']._serialized_start=1087
+  _globals['_WELCOME']._serialized_end=1167
+  _globals['_ACK']._serialized_start=1169
+  _globals['_ACK']._serialized_end=1187
+  _globals['_RESYNC']._serialized_start=1189
+  _globals['_RESYNC']._serialized_end=1213
+  _globals['_CHECKSPEC']._serialized_start=1216
+  _globals['_CHECKSPEC']._serialized_end=1366
+  _globals['_CHECKSPEC_PARAMETERSENTRY']._serialized_start=1317
+  _globals['_CHECKSPEC_PARAMETERSENTRY']._serialized_end=1366
+  _globals['_RUNCHECKS']._serialized_start=1368
+  _globals['_RUNCHECKS']._serialized_end=1455
+  _globals['_CONNECTRESPONSE']._serialized_start=1458
+  _globals['_CONNECTRESPONSE']._serialized_end=1633
+  _globals['_AGENTSERVICE']._serialized_start=1635
+  _globals['_AGENTSERVICE']._serialized_end=1717
 # @@protoc_insertion_point(module_scope)

@@ -20,17 +20,17 @@ class Hello(_message.Message):
     def __init__(self, node_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FullFacts(_message.Message):
-    __slots__ = ("seq", "content_hash", "facts")
+    __slots__ = ("seq", "facts", "content_sha256")
     SEQ_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    content_hash: str
     facts: _facts_pb2.NodeFacts
-    def __init__(self, seq: _Optional[int] = ..., content_hash: _Optional[str] = ..., facts: _Optional[_Union[_facts_pb2.NodeFacts, _Mapping]] = ...) -> None: ...
+    content_sha256: bytes
+    def __init__(self, seq: _Optional[int] = ..., facts: _Optional[_Union[_facts_pb2.NodeFacts, _Mapping]] = ..., content_sha256: _Optional[bytes] = ...) -> None: ...
 
 class FactsDelta(_message.Message):
-    __slots__ = ("seq", "content_hash", "changed", "removed")
+    __slots__ = ("seq", "changed", "removed", "content_sha256")
     class ChangedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -39,22 +39,22 @@ class FactsDelta(_message.Message):
         value: _facts_pb2.Fact
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_facts_pb2.Fact, _Mapping]] = ...) -> None: ...
     SEQ_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELD_NUMBER: _ClassVar[int]
     REMOVED_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    content_hash: str
     changed: _containers.MessageMap[str, _facts_pb2.Fact]
     removed: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, seq: _Optional[int] = ..., content_hash: _Optional[str] = ..., changed: _Optional[_Mapping[str, _facts_pb2.Fact]] = ..., removed: _Optional[_Iterable[str]] = ...) -> None: ...
+    content_sha256: bytes
+    def __init__(self, seq: _Optional[int] = ..., changed: _Optional[_Mapping[str, _facts_pb2.Fact]] = ..., removed: _Optional[_Iterable[str]] = ..., content_sha256: _Optional[bytes] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("seq", "content_hash")
+    __slots__ = ("seq", "content_sha256")
     SEQ_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    content_hash: str
-    def __init__(self, seq: _Optional[int] = ..., content_hash: _Optional[str] = ...) -> None: ...
+    content_sha256: bytes
+    def __init__(self, seq: _Optional[int] = ..., content_sha256: _Optional[bytes] = ...) -> None: ...
 
 class CheckResult(_message.Message):
     __slots__ = ("request_id", "check_id", "status", "message", "value", "unit", "duration_s", "details")

@@ -127,12 +127,12 @@ def hello_msg(name: str) -> agent_pb2.ConnectRequest:
 def full_msg(flat: dict) -> agent_pb2.ConnectRequest:
     return agent_pb2.ConnectRequest(
         full_facts=agent_pb2.FullFacts(
-            seq=1, content_hash=wire.content_hash(flat), facts=wire.unflatten(flat)
+            seq=1, content_sha256=wire.content_digest(flat), facts=wire.unflatten(flat)
         )
     )
 
 
 def delta_msg(seq: int, path: str, reading: wire.Reading, after: dict) -> agent_pb2.ConnectRequest:
-    msg = agent_pb2.FactsDelta(seq=seq, content_hash=wire.content_hash(after))
+    msg = agent_pb2.FactsDelta(seq=seq, content_sha256=wire.content_digest(after))
     msg.changed[path].CopyFrom(wire.to_fact(reading))
     return agent_pb2.ConnectRequest(delta=msg)

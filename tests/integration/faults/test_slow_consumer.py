@@ -26,7 +26,7 @@ async def test_a_client_that_never_reads_cannot_grow_aggregator_memory(tmp_path)
     agg = DbAggregator(tmp_path, extra_env={"PLUMB_LOG_LEVEL": "WARNING"}).start()
     assert agg.proc is not None
     baseline = rss_kib(agg.proc.pid)
-    stale = agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=1, content_hash="0" * 64))
+    stale = agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=1, content_sha256=bytes(32)))
     full = full_msg(FACTS)
     sent, stalled, peak = 0, False, baseline
     # Without BDP probing the client's receive window stays at HTTP/2's 64 KiB, so a few

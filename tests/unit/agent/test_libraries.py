@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import ctypes.util
 import glob
+import os
+import time
 from pathlib import Path
 
 import pytest
 
-from agent.collect import Sources, cuda, nccl
+from agent.collect import Sources, cuda, libraries, nccl
 from agent.collect.libraries import (
     LibraryProbeError,
+    LibraryScans,
     decode_version,
     find_libraries,
     probe_version,
@@ -126,6 +129,95 @@ def test_toolkit_version_from_version_json_or_txt(tmp_path):
     (cuda_dir / "version.json").write_text('{"cuda": {}}')
     reading = cuda.collect(sources)["cuda.cuda_toolkit_version"]
     assert reading.status == "error" and "KeyError" in reading.error
+
+
+def _settle() -> None:
+    """Let the clock pass a file-timestamp tick, so the next change gets a new ctime."""
+    time.sleep(0.05)
+
+
+def _relink(link: Path, target: str) -> None:
+    """Point `link` at `target` atomically, as `ln -sfn` and package managers do."""
+    tmp = link.with_name(link.name + ".new")
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
+
+
+def test_a_changed_library_is_seen_through_the_reused_search(tmp_path, monkeypatch):
+    scans = LibraryScans(racy_s=0)  # trust even fresh directories, so the search is reused
+    monkeypatch.setattr(libraries, "_SCANS", scans)
+    lib = tmp_path / "usr/lib/x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libnccl.so.2.21.5").write_text("2.21.5")
+    (lib / "libnccl.so.2").symlink_to("libnccl.so.2.21.5")
+
+    def version(kind: str, path: Path) -> str:
+        return path.read_text()  # the "library" holds its version
+
+    sources = Sources(nvml=None, host_root=tmp_path, library_version=version)
+
+    def libraries_found() -> dict[str, str]:
+        facts = nccl.collect(sources)
+        return {
+            facts[f"nccl.libraries[{i}].path"].value: facts[f"nccl.libraries[{i}].version"].value
+            for i in range(len(facts) // 2)
+        }
+
+    assert libraries_found() == {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5": "2.21.5"}
+    assert libraries_found() == {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5": "2.21.5"}
+    assert scans.hits == 1
+
+    _settle()  # an upgrade: the new file, the link moved to it, the old file gone
+    (lib / "libnccl.so.2.23.4").write_text("2.23.4")
+    _relink(lib / "libnccl.so.2", "libnccl.so.2.23.4")
+    (lib / "libnccl.so.2.21.5").unlink()
+    assert libraries_found() == {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4": "2.23.4"}
+
+    _settle()  # a pip wheel installed into directories that did not exist
+    wheel = tmp_path / "usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_text("2.24.3")
+    assert libraries_found() == {
+        "/usr/lib/x86_64-linux-gnu/libnccl.so.2.23.4": "2.23.4",
+        "/usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2": "2.24.3",
+    }
+
+    _settle()  # rewritten in place: the search is reused, the version is asked again
+    hits = scans.hits
+    wheel.write_text("2.25.1")
+    assert libraries_found()["/" + wheel.relative_to(tmp_path).as_posix()] == "2.25.1"
+    assert scans.hits == hits + 1
+
+
+def test_a_relinked_alternative_outside_the_searched_dirs_is_seen(tmp_path):
+    # libnccl.so.2 -> /etc/alternatives/libnccl.so.2 -> /opt/nccl-X/lib/libnccl.so.2: an
+    # upgrade moves only the link in /etc/alternatives, a directory no pattern names.
+    _touch(tmp_path, "opt/nccl-2.21/lib/libnccl.so.2", "opt/nccl-2.23/lib/libnccl.so.2")
+    (tmp_path / "etc/alternatives").mkdir(parents=True)
+    alternative = tmp_path / "etc/alternatives/libnccl.so.2"
+    alternative.symlink_to("/opt/nccl-2.21/lib/libnccl.so.2")
+    (tmp_path / "usr/lib64").mkdir(parents=True)
+    (tmp_path / "usr/lib64/libnccl.so.2").symlink_to("/etc/alternatives/libnccl.so.2")
+    scans = LibraryScans(racy_s=0)
+    pattern = ["usr/lib64/libnccl.so.2"]
+    assert [str(p) for p in scans.find(tmp_path, pattern)] == ["/opt/nccl-2.21/lib/libnccl.so.2"]
+    assert [str(p) for p in scans.find(tmp_path, pattern)] == ["/opt/nccl-2.21/lib/libnccl.so.2"]
+    assert scans.hits == 1
+
+    _settle()
+    _relink(alternative, "/opt/nccl-2.23/lib/libnccl.so.2")
+    assert [str(p) for p in scans.find(tmp_path, pattern)] == ["/opt/nccl-2.23/lib/libnccl.so.2"]
+
+
+def test_a_search_that_read_a_just_changed_directory_is_not_reused(tmp_path):
+    # A change within the same timestamp tick would leave the stamps as they were.
+    _touch(tmp_path, "usr/lib64/libnccl.so.2")
+    scans = LibraryScans()
+    for _ in range(2):
+        assert [str(p) for p in scans.find(tmp_path, ["usr/lib64/libnccl.so.2"])] == [
+            "/usr/lib64/libnccl.so.2"
+        ]
+    assert (scans.hits, scans.misses) == (0, 2)
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,16 @@ def test_editing_the_profile_changes_the_next_collection(profile_copy, write_yam
     assert "nccl.libraries[1].path" not in facts  # the removed wheel copy is gone from the root
 
 
+def test_an_unchanged_poll_gives_each_caller_its_own_canonical_facts(simulate):
+    sim = simulate()
+    first = collect_all(sim.sources())
+    first["driver.driver_version"] = None  # a caller's edit must not leak into the next poll
+    again = collect_all(sim.sources())
+    assert again["driver.driver_version"].value == "580.173.02"
+    # Canonical: a double fact the collector read as an int comes back a float.
+    assert type(again["gpus[0].power_limit_watts"].value) is float
+
+
 def test_an_invalid_edit_keeps_the_last_good_profile_and_warns(profile_copy, tmp_path, caplog):
     path = profile_copy("l4")
     sim = Simulation(str(path), "node-a", tmp_path / "work")

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plumb import facts as wire
-from plumb.v1 import facts_pb2
+from plumb.v1 import agent_pb2, facts_pb2
 
 _STRING_LEAVES = [
     "driver.driver_version",
@@ -74,6 +74,26 @@ def test_hash_survives_the_wire_round_trip(flat):
 def test_delta_facts_survive_the_generic_fact_message(flat):
     for path, reading in flat.items():
         assert wire.from_fact(path, wire.to_fact(reading)) == reading
+
+
+def test_the_wire_digest_is_the_raw_form_of_the_hash():
+    flat = {"driver.driver_version": wire.Reading.ok("550.54.15")}
+    digest = wire.content_digest(flat)
+    assert len(digest) == 32
+    assert wire.hex_digest(digest) == wire.content_hash(flat)
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x00" * 31, ("0" * 64).encode()])
+def test_a_digest_that_is_not_32_bytes_is_malformed(raw):
+    with pytest.raises(wire.FactsError, match=f"32-byte SHA-256 digest, got {len(raw)} bytes"):
+        wire.hex_digest(raw)
+
+
+def test_a_heartbeat_carries_the_raw_digest_not_hex():
+    # 95 % of a quiet node's stream is heartbeats: a hex hash would double each one.
+    digest = wire.content_digest({"driver.driver_version": wire.Reading.ok("550.54.15")})
+    beat = agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=2**20, content_sha256=digest))
+    assert beat.ByteSize() <= 2 + 2 + 4 + 34
 
 
 def test_hash_differs_when_one_fact_differs():
