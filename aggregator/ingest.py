@@ -263,6 +263,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
 
     def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
         held = self._state.get(session.node)
+        if held is not None:
+            held.ensure_hash()  # a restored node may not be hashed yet
         if held is not None and held.facts and full.content_hash == held.content_hash:
             # A reconnect resending what is held: the hash says the facts are equal, so skip
             # parsing them (most of a reconnect storm's cost); nothing of the payload is kept.

@@ -44,7 +44,11 @@ def split_listen(addr: str) -> tuple[str, int]:
 
 
 async def serve(settings: AggregatorSettings) -> None:
-    """Run until SIGTERM or SIGINT, then close streams, flush writes and stop."""
+    """Run until SIGTERM or SIGINT, then close streams, flush writes and stop.
+
+    The ports open as soon as the stored nodes are loaded; their evaluation follows in the
+    background (`Core.restore`), and /readyz reports `restored: false` until it is done.
+    """
     core = await open_core(settings)
     writer_task = asyncio.create_task(core.writer.run(), name="store-writer")
 
@@ -71,6 +75,8 @@ async def serve(settings: AggregatorSettings) -> None:
         uvicorn.Config(create_app(core), host=host, port=port, log_config=None, access_log=False)
     )
     http_task = asyncio.create_task(_serve_http(http), name="http")
+    # After the ports open: reconnecting agents resync while restored nodes are evaluated.
+    restore_task = asyncio.create_task(core.restore(), name="restore")
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -82,6 +88,8 @@ async def serve(settings: AggregatorSettings) -> None:
     )
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
+    restore_task.cancel()
+    await asyncio.gather(restore_task, return_exceptions=True)
     if http_task.done() and not http.started:
         await server.stop(0)
         raise Unavailable(

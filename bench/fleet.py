@@ -182,7 +182,7 @@ class Fleet:
         settings = StreamSettings(
             poll_interval_s=spec["poll_interval_s"],
             heartbeat_interval_s=spec["heartbeat_s"],
-            **({"backoff_max_s": spec["backoff_max_s"]} if spec.get("backoff_max_s") else {}),
+            **{k: spec[k] for k in ("backoff_max_s", "reconnect_window_s") if spec.get(k)},
         )
         self.nodes: dict[str, Node] = {}
         self.clients = []
@@ -591,6 +591,7 @@ async def main() -> None:
     p.add_argument("--api-detail", type=int, default=100)
     p.add_argument("--storm", choices=["none", "sigterm", "sigkill"], default="none")
     p.add_argument("--backoff-max-s", type=float, default=None, help="agents' (default 30)")
+    p.add_argument("--reconnect-window-s", type=float, default=None, help="agents' (default 10)")
     p.add_argument("--connect-timeout-s", type=float, default=300.0)
     p.add_argument("--storm-timeout-s", type=float, default=180.0)
     p.add_argument("--db", default=None, help="database URL (default: SQLite in a temp dir)")
@@ -618,6 +619,7 @@ async def main() -> None:
         "change_rate_per_node_per_min": args.change_rate,
         "fleet_poll_interval_s": args.poll_interval,
         "agent_backoff_max_s": args.backoff_max_s or 30.0,
+        "agent_reconnect_window_s": args.reconnect_window_s or 10.0,
         "db": "sqlite" if args.db is None else args.db.split(":", 1)[0],
         "load_avg_before": loadavg(),
     }
@@ -637,6 +639,7 @@ async def main() -> None:
                 "heartbeat_s": args.heartbeat_s,
                 "change_rate": args.change_rate,
                 "backoff_max_s": args.backoff_max_s,
+                "reconnect_window_s": args.reconnect_window_s,
                 "workdir": str(workdir),
             }
             local = Fleet({**common, "indices": range(n_probe), "poll_interval_s": 0.2, "seed": 0})
