@@ -325,6 +325,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
             agent_version=n.agent_version,
             first_seen_at=n.first_seen_at,
             last_report_at=n.last_report_at,
+            content_hash=n.content_hash or "",
         )
     s = settings.store
     writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)

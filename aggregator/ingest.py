@@ -350,7 +350,12 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             Change(p, node.facts[p], None) for p in removed
         )
         update = NodeUpdate(
-            node=session.node, at=now, changes=changes, last_report_at=now, history=not starting
+            node=session.node,
+            at=now,
+            changes=changes,
+            last_report_at=now,
+            history=not starting,
+            content_hash=digest,
         )
         if first:
             update = replace(

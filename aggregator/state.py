@@ -141,7 +141,7 @@ class LiveState:
     def restore(self, name: str, facts: Mapping[str, Reading], **attrs: object) -> NodeState:
         """Load a node from the store at start-up; it counts as disconnected until it streams.
 
-        Its content hash is left unset, for `NodeState.ensure_hash` when first needed.
+        Without a stored content hash, `NodeState.ensure_hash` computes it when first needed.
         """
         node = NodeState(name=name, facts=dict(facts), **attrs)  # type: ignore[arg-type]
         node.connected = False
