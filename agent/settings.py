@@ -28,6 +28,9 @@ class StreamSettings(BaseModel):
     # While the aggregator is unreachable, connection attempts (gRPC's own, TCP and HTTP/2
     # only, never reaching its Python) at most this far apart: it is seen back within 2 s.
     probe_max_s: float = Field(2.0, gt=0)
+    # After this long unreachable, a stream is tried anyway so the reason (connection refused,
+    # a TLS error) reaches the log; such attempts do not widen the reconnect window.
+    unreachable_retry_s: float = Field(60.0, gt=0)
     # A Welcome must arrive this soon after Hello, or the connection is retried.
     welcome_timeout_s: float = Field(10.0, gt=0)
 

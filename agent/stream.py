@@ -75,17 +75,23 @@ class StreamClient:
         retrying = False
         while not stop.is_set():
             opened = self.connections
+            reached = True
             try:
                 async with grpc.aio.insecure_channel(
                     self._target, options=_channel_options(self._settings)
                 ) as channel:
                     if retrying:
-                        if not await _reachable(channel, stop):
+                        reached = await _reachable(
+                            channel, stop, self._settings.unreachable_retry_s
+                        )
+                        if stop.is_set():
                             return
-                        delay = reconnect_delay(self._settings, failures)
-                        log.info("reconnecting", extra={"delay_s": round(delay, 2)})
-                        if await _stopped(stop, delay):
-                            return
+                        if reached:
+                            delay = reconnect_delay(self._settings, failures)
+                            log.info("reconnecting", extra={"delay_s": round(delay, 2)})
+                            if await _stopped(stop, delay):
+                                return
+                        # else: try anyway, so why it cannot connect (refused, TLS) is logged
                     await self._session(channel, stop)
             except grpc.aio.AioRpcError as exc:
                 log.warning(
@@ -98,7 +104,10 @@ class StreamClient:
                 )
             except (TimeoutError, ConnectionError, OSError) as exc:
                 log.warning("stream failed", extra={"error": str(exc), "target": self._target})
-            failures = 0 if self.connections > opened else failures + 1
+            if self.connections > opened:
+                failures = 0
+            elif reached:
+                failures += 1
             retrying = True
 
     async def _session(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
@@ -254,16 +263,17 @@ def _channel_options(settings: StreamSettings) -> list[tuple[str, int]]:
     ]
 
 
-async def _reachable(channel: grpc.aio.Channel, stop: asyncio.Event) -> bool:
-    """Wait until `channel` connects (TCP and HTTP/2, no call yet); False if `stop` is set first."""
+async def _reachable(channel: grpc.aio.Channel, stop: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until `channel` connects (TCP and HTTP/2, no call yet); False if `stop` is set or
+    `timeout_s` passes first."""
     ready = asyncio.create_task(channel.channel_ready())
     stopped = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait({ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({ready, stopped}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in (ready, stopped):
             task.cancel()
-    return not stop.is_set()
+    return ready.done() and not ready.cancelled() and ready.exception() is None
 
 
 async def _stopped(stop: asyncio.Event, delay_s: float) -> bool:
