@@ -240,15 +240,20 @@ class Core:
         """Hash and evaluate the nodes loaded from the store, `chunk` at a time.
 
         Runs after the gRPC port opens, yielding to the loop between chunks, so agents
-        reconnect while it works; until it ends, restored nodes may lack their content hash,
-        recipe and findings, and /readyz says `restored: false`.
+        reconnect while it works; until it ends, some restored nodes lack their recipe and
+        pool (and, stored before migration 0004, their content hash), and /readyz says
+        `restored: false`.
         """
         pending = [n for n in self.state.nodes() if n.facts]
-        for i, node in enumerate(pending, 1):
-            node.ensure_hash()
-            self.evaluator.node_changed(node)  # findings that still hold keep their timestamps
-            if i % chunk == 0:
-                await asyncio.sleep(0)
+        try:
+            for i, node in enumerate(pending, 1):
+                node.ensure_hash()
+                self.evaluator.node_changed(node)  # findings that still hold keep their times
+                if i % chunk == 0:
+                    await asyncio.sleep(0)
+        except Exception:
+            log.exception("restoring stored nodes failed; /readyz stays 503 until a restart")
+            raise
         self.restored = True
         log.info("state restored", extra={"nodes": len(pending)})
 
