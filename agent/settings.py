@@ -17,10 +17,20 @@ class StreamSettings(BaseModel):
     # A heartbeat when nothing changed; a third of the aggregator's idle timeout (90 s),
     # so one lost beat does not mark the node disconnected. The aggregator's Welcome may override.
     heartbeat_interval_s: float = Field(30.0, gt=0)
-    # First reconnect delay; doubled per failure up to backoff_max_s, with full jitter.
-    backoff_initial_s: float = Field(0.5, gt=0)
-    # With full jitter, spreads a 10k-agent reconnect storm over ~30 s.
+    # Once a lost aggregator accepts connections again, the agent waits a random delay in
+    # [0, this] before Hello: 10,000 agents arrive over 10 s (~1,000 a second), which one
+    # aggregator core resyncs as they come, instead of all at once (Welcome timeouts) or
+    # over tens of seconds. Doubled per failed attempt in a row, up to backoff_max_s.
+    reconnect_window_s: float = Field(10.0, gt=0)
+    # Caps the doubled window: an aggregator that keeps failing Hello (auth, overload) sees
+    # each agent at most about twice a minute.
     backoff_max_s: float = Field(30.0, gt=0)
+    # While the aggregator is unreachable, connection attempts (gRPC's own, TCP and HTTP/2
+    # only, never reaching its Python) at most this far apart: it is seen back within 2 s.
+    probe_max_s: float = Field(2.0, gt=0)
+    # After this long unreachable, a stream is tried anyway so the reason (connection refused,
+    # a TLS error) reaches the log; such attempts do not widen the reconnect window.
+    unreachable_retry_s: float = Field(60.0, gt=0)
     # A Welcome must arrive this soon after Hello, or the connection is retried.
     welcome_timeout_s: float = Field(10.0, gt=0)
 

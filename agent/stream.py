@@ -2,8 +2,9 @@
 
 One connection at a time. Full facts go out once per connection (and on Resync), then
 only deltas; a heartbeat carries the content hash so the aggregator can tell when it
-has lost track. Connection failures are retried forever with capped exponential
-backoff and full jitter, so a fleet does not reconnect in lockstep.
+has lost track. Connections are retried forever: once the aggregator accepts TCP again,
+after a delay drawn from a window that doubles per failed attempt (capped), so a fleet
+comes back within about one window of an aggregator restart, and not in lockstep.
 """
 
 from __future__ import annotations
@@ -65,12 +66,32 @@ class StreamClient:
         self.connections = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Connect, stream, and reconnect with backoff until `stop` is set."""
-        failures = 0
+        """Connect, stream, and reconnect until `stop` is set.
+
+        After a stream ends or an attempt fails, the next attempt first waits until the
+        aggregator accepts a connection (gRPC's own connect retries, at most
+        `probe_max_s` apart), then `reconnect_delay` (full jitter over a bounded window),
+        so a fleet comes back promptly after an aggregator restart but not in lockstep.
+        """
+        failures = 0  # attempts in a row that reached the aggregator but got no Welcome
+        retrying = False
         while not stop.is_set():
             opened = self.connections
+            reached = True
             try:
                 async with self._channel() as channel:
+                    if retrying:
+                        reached = await _reachable(
+                            channel, stop, self._settings.unreachable_retry_s
+                        )
+                        if stop.is_set():
+                            return
+                        if reached:
+                            delay = reconnect_delay(self._settings, failures)
+                            log.info("reconnecting", extra={"delay_s": round(delay, 2)})
+                            if await _stopped(stop, delay):
+                                return
+                        # else: try anyway, so why it cannot connect (refused, TLS) is logged
                     await self._session(channel, stop)
             except grpc.aio.AioRpcError as exc:
                 log.warning(
@@ -83,25 +104,18 @@ class StreamClient:
                 )
             except (TimeoutError, ConnectionError, OSError) as exc:
                 log.warning("stream failed", extra={"error": str(exc), "target": self._target})
-            if stop.is_set():
-                return
-            failures = 0 if self.connections > opened else failures + 1
-            delay = random.uniform(0, self._backoff(failures))
-            log.info("reconnecting", extra={"delay_s": round(delay, 2)})
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=delay)
-            except TimeoutError:
-                pass
+            if self.connections > opened:
+                failures = 0
+            elif reached:
+                failures += 1
+            retrying = True
 
     def _channel(self) -> grpc.aio.Channel:
         """A TLS channel when credentials were given, else plaintext."""
+        options = _channel_options(self._settings)
         if self._credentials is None:
-            return grpc.aio.insecure_channel(self._target)
-        return grpc.aio.secure_channel(self._target, self._credentials)
-
-    def _backoff(self, failures: int) -> float:
-        s = self._settings
-        return min(s.backoff_max_s, s.backoff_initial_s * 2 ** min(failures, 30))
+            return grpc.aio.insecure_channel(self._target, options=options)
+        return grpc.aio.secure_channel(self._target, self._credentials, options=options)
 
     async def _session(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         """One stream, from Hello until it fails or `stop` is set."""
@@ -235,6 +249,47 @@ class StreamClient:
                 continue
             facts = current
             last_sent = time.monotonic()
+
+
+def reconnect_delay(
+    settings: StreamSettings, failures: int, rng: random.Random | None = None
+) -> float:
+    """The delay before the next Hello, drawn uniformly from [0, window]: the window is
+    `reconnect_window_s`, doubled per failed attempt in a row, capped at `backoff_max_s`."""
+    window = min(settings.backoff_max_s, settings.reconnect_window_s * 2 ** min(failures, 30))
+    return (rng or random).uniform(0, window)
+
+
+def _channel_options(settings: StreamSettings) -> list[tuple[str, int]]:
+    """gRPC's connect retries while the aggregator is unreachable: at most `probe_max_s`
+    apart, as a refused connection costs the aggregator nothing."""
+    probe_ms = int(settings.probe_max_s * 1000)
+    return [
+        ("grpc.initial_reconnect_backoff_ms", min(1000, probe_ms)),
+        ("grpc.max_reconnect_backoff_ms", probe_ms),
+    ]
+
+
+async def _reachable(channel: grpc.aio.Channel, stop: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until `channel` connects (TCP and HTTP/2, no call yet); False if `stop` is set or
+    `timeout_s` passes first."""
+    ready = asyncio.create_task(channel.channel_ready())
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({ready, stopped}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (ready, stopped):
+            task.cancel()
+    return ready.done() and not ready.cancelled() and ready.exception() is None
+
+
+async def _stopped(stop: asyncio.Event, delay_s: float) -> bool:
+    """Sleep `delay_s` unless `stop` is set first; whether it was."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=delay_s)
+    except TimeoutError:
+        return False
+    return True
 
 
 async def _first_of(*events: asyncio.Event, timeout_s: float) -> None:

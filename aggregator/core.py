@@ -51,6 +51,8 @@ class Core:
     evaluator: Evaluator
     validator: Validator
     metrics: Metrics | None = None
+    # False from start-up until `restore` has hashed and evaluated the stored nodes.
+    restored: bool = True
 
     def metrics_page(self) -> bytes:
         """The /metrics page: registry families and the cached per-node series."""
@@ -234,14 +236,40 @@ class Core:
             ]
         }
 
+    async def restore(self, chunk: int = 100) -> None:
+        """Hash and evaluate the nodes loaded from the store, `chunk` at a time.
+
+        Runs after the gRPC port opens, yielding to the loop between chunks, so agents
+        reconnect while it works; until it ends, some restored nodes lack their recipe and
+        pool (and, stored before migration 0004, their content hash), and /readyz says
+        `restored: false`.
+        """
+        pending = [n for n in self.state.nodes() if n.facts]
+        try:
+            for i, node in enumerate(pending, 1):
+                node.ensure_hash()
+                self.evaluator.node_changed(node)  # findings that still hold keep their times
+                if i % chunk == 0:
+                    await asyncio.sleep(0)
+        except Exception:
+            log.exception("restoring stored nodes failed; /readyz stays 503 until a restart")
+            raise
+        self.restored = True
+        log.info("state restored", extra={"nodes": len(pending)})
+
     async def readiness(self) -> dict[str, bool]:
-        """Which dependencies work right now; ready only when all do."""
+        """Which dependencies work right now, and whether restored nodes are evaluated yet;
+        ready only when all are true."""
         try:
             await asyncio.to_thread(self.store.ping)
             database = True
         except StoreError:
             database = False
-        return {"database": database, "writer": self.writer.healthy}
+        return {
+            "database": database,
+            "writer": self.writer.healthy,
+            "restored": self.restored,
+        }
 
 
 def summary_json(s: NodeSummary) -> dict:
@@ -282,7 +310,9 @@ def _distinct(node: NodeState, prefix: str, leaf: str) -> str | None:
 async def open_core(settings: AggregatorSettings) -> Core:
     """Load recipes, open the database (migrating it), load the last known nodes, wire ingest.
 
-    A broken recipe file stops start-up (RecipeError): never serve half a catalog.
+    The loaded nodes are neither hashed nor evaluated here: `Core.restore` does that once
+    the caller has opened the ports. A broken recipe file stops start-up (RecipeError):
+    never serve half a catalog.
     """
     catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
     try:
@@ -293,15 +323,15 @@ async def open_core(settings: AggregatorSettings) -> Core:
         raise Unavailable(str(exc), hint="check --db and that the database is reachable") from exc
     state = LiveState()
     for n in stored:
-        node = state.restore(
+        state.restore(
             n.name,
             n.facts,
             boot_id=n.boot_id,
             agent_version=n.agent_version,
             first_seen_at=n.first_seen_at,
             last_report_at=n.last_report_at,
+            content_hash=n.content_hash or "",
         )
-        node.content_hash = wire.content_hash(node.facts)
     s = settings.store
     writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)
     drift = DriftEngine(catalog.drift, utcnow)
@@ -317,8 +347,6 @@ async def open_core(settings: AggregatorSettings) -> Core:
     metrics.drift.watch(evaluator)
     metrics.nodes.watch(evaluator)
     ingest.on_facts = evaluator.node_changed
-    for node in state.nodes():
-        evaluator.node_changed(node)  # restored findings that still hold keep their timestamps
     log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})
     validator = _validator(settings, catalog, state, evaluator, ingest, store)
     metrics.validation.watch(validator)
@@ -334,6 +362,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
         evaluator,
         validator,
         metrics,
+        restored=not stored,
     )
 
 

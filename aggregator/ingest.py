@@ -264,6 +264,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
         digest = _hex_digest("FullFacts", full.content_sha256)
         held = self._state.get(session.node)
+        if held is not None:
+            held.ensure_hash()  # a restored node may not be hashed yet
         if held is not None and held.facts and digest == held.content_hash:
             # A reconnect resending what is held: the hash says the facts are equal, so skip
             # parsing them (most of a reconnect storm's cost); nothing of the payload is kept.
@@ -351,7 +353,12 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             Change(p, node.facts[p], None) for p in removed
         )
         update = NodeUpdate(
-            node=session.node, at=now, changes=changes, last_report_at=now, history=not starting
+            node=session.node,
+            at=now,
+            changes=changes,
+            last_report_at=now,
+            history=not starting,
+            content_hash=digest,
         )
         if first:
             update = replace(

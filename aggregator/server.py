@@ -58,7 +58,11 @@ def _grpc_credentials(tls: TlsSettings) -> grpc.ServerCredentials | None:
 
 
 async def serve(settings: AggregatorSettings) -> None:
-    """Run until SIGTERM or SIGINT, then close streams, flush writes and stop."""
+    """Run until SIGTERM or SIGINT, then close streams, flush writes and stop.
+
+    The ports open as soon as the stored nodes are loaded; their evaluation follows in the
+    background (`Core.restore`), and /readyz reports `restored: false` until it is done.
+    """
     core = await open_core(settings)
     # Credentials first: a bad tokens file or certificate stops start-up before anything runs.
     app = create_app(core)
@@ -99,6 +103,8 @@ async def serve(settings: AggregatorSettings) -> None:
         )
     )
     http_task = asyncio.create_task(_serve_http(http), name="http")
+    # After the ports open: reconnecting agents resync while restored nodes are evaluated.
+    restore_task = asyncio.create_task(core.restore(), name="restore")
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -114,6 +120,8 @@ async def serve(settings: AggregatorSettings) -> None:
     )
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
+    restore_task.cancel()
+    await asyncio.gather(restore_task, return_exceptions=True)
     if http_task.done() and not http.started:
         await server.stop(0)
         raise Unavailable(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
-from plumb.facts import Reading
+from plumb.facts import Reading, content_hash
 
 __all__ = ["LiveState", "NodeState", "NodeSummary"]
 
@@ -37,6 +37,11 @@ class NodeState:
     # so the memo holds while `_memo_of is facts`.
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
     _memo_of: dict | None = field(default=None, repr=False, compare=False)
+
+    def ensure_hash(self) -> None:
+        """Set `content_hash` from the facts if it is unset (a node restored from the store)."""
+        if self.facts and not self.content_hash:
+            self.content_hash = content_hash(self.facts)
 
     def derived(self, key: str, compute: Callable[[NodeState], T]) -> T:
         """`compute(self)`, cached until the node's facts are replaced (lists, scrapes)."""
@@ -134,7 +139,10 @@ class LiveState:
         self.generation += 1
 
     def restore(self, name: str, facts: Mapping[str, Reading], **attrs: object) -> NodeState:
-        """Load a node from the store at start-up; it counts as disconnected until it streams."""
+        """Load a node from the store at start-up; it counts as disconnected until it streams.
+
+        Without a stored content hash, `NodeState.ensure_hash` computes it when first needed.
+        """
         node = NodeState(name=name, facts=dict(facts), **attrs)  # type: ignore[arg-type]
         node.connected = False
         self._nodes[name] = node

@@ -30,6 +30,7 @@ NODE_NAME_CHARS = 253  # a Kubernetes node name is a DNS subdomain
 PATH_CHARS = 512  # plumb.facts.MAX_PATH_CHARS
 STATUS_CHARS = 16
 IDENTITY_CHARS = 128  # boot id (a UUID) and agent version, with room to spare
+CONTENT_HASH_CHARS = 64  # hex SHA-256
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -71,6 +72,9 @@ class NodeRow(Base):
     connected: Mapped[bool] = mapped_column(Boolean)
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_report_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # plumb.facts.content_hash of the node's facts rows, written with them, so a restart
+    # need not hash every node again; NULL in rows written before 0004.
+    content_hash: Mapped[str | None] = mapped_column(String(CONTENT_HASH_CHARS))
 
 
 class FactRow(Base):

@@ -52,6 +52,7 @@ from plumb.facts import MAX_VALUE_CHARS, Reading, Status
 
 from . import drift, validation
 from .models import (
+    CONTENT_HASH_CHARS,
     IDENTITY_CHARS,
     NODE_NAME_CHARS,
     PATH_CHARS,
@@ -74,7 +75,7 @@ _MIGRATIONS = Path(__file__).with_name("migrations")
 # Replicas starting together on one PostgreSQL take this advisory lock to migrate in turn.
 _MIGRATION_LOCK_KEY = 0x706C756D62  # "plumb"
 _STATUSES = frozenset(get_args(Status))
-_NODE_FIELDS = ("connected", "boot_id", "agent_version", "last_report_at")
+_NODE_FIELDS = ("connected", "boot_id", "agent_version", "last_report_at", "content_hash")
 _SQLITE_BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another's lock before failing
 
 _nodes: Table = NodeRow.__table__  # type: ignore[assignment]
@@ -105,6 +106,8 @@ class NodeUpdate:
     boot_id: str | None = None
     agent_version: str | None = None
     last_report_at: datetime | None = None
+    # The content hash of the node's facts once `changes` are applied.
+    content_hash: str | None = None
     # False: write `changes` to the current facts only, not as history rows.
     history: bool = True
     # Drift transitions decided for this node, and its newly accepted baseline.
@@ -122,6 +125,8 @@ class StoredNode:
     first_seen_at: datetime
     last_report_at: datetime | None
     facts: dict[str, Reading]
+    # None for rows from before the column existed: hash `facts` then.
+    content_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,7 @@ class Store:
                 first_seen_at=row.first_seen_at,
                 last_report_at=row.last_report_at,
                 facts=facts.get(row.name, {}),
+                content_hash=row.content_hash,
             )
             for row in nodes
         ]
@@ -436,6 +442,8 @@ def _problem(update: NodeUpdate) -> str | None:
         value = getattr(update, name)
         if value is not None and not _text_ok(value, IDENTITY_CHARS):
             return f"{name} must be at most {IDENTITY_CHARS} characters, without NUL"
+    if update.content_hash is not None and not _text_ok(update.content_hash, CONTENT_HASH_CHARS):
+        return f"content_hash must be at most {CONTENT_HASH_CHARS} characters, without NUL"
     for change in update.changes:
         if not _text_ok(change.path, PATH_CHARS) or not change.path:
             return f"fact path must be 1 to {PATH_CHARS} characters, without NUL"
@@ -474,6 +482,7 @@ def _node_params(update: NodeUpdate) -> dict[str, object]:
         "boot_id": update.boot_id,
         "agent_version": update.agent_version,
         "last_report_at": update.last_report_at,
+        "content_hash": update.content_hash,
     }
 
 

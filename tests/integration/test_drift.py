@@ -141,8 +141,11 @@ def test_open_findings_survive_a_restart_with_their_timestamps(aggregator, start
     before = until(lambda: findings(aggregator, node="persistent"), what="findings")
     agent.proc.kill()  # the facts stay as last reported while the aggregator restarts
     agent.proc.wait()
+    digest = aggregator.json("/v1/nodes/persistent")["content_hash"]
     assert aggregator.stop() == 0
-    aggregator.start()
+    aggregator.start()  # ready once the restored nodes are hashed and evaluated
+    assert aggregator.json("/readyz")["checks"]["restored"] is True
+    assert aggregator.json("/v1/nodes/persistent")["content_hash"] == digest != ""
     after = findings(aggregator, node="persistent")
     assert {(f["id"], f["opened_at"]) for f in after} == {(f["id"], f["opened_at"]) for f in before}
 

@@ -105,6 +105,7 @@ def test_upgrading_a_0001_database_keeps_its_rows(url: str):
         assert [n.name for n in store.load()] == ["old-node", "other-0", "other-1", "other-2"]
         node = store.load()[0]
         assert node.facts == {"host.kernel": Reading.ok("6.8")}
+        assert node.content_hash is None  # rows from before 0004: hashed when loaded
         assert [h.path for h in store.history("old-node")] == ["host.kernel"]
         store.apply(
             [

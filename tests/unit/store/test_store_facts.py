@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from aggregator.store import Change, HistoryEntry, NodeUpdate, Store, StoreError
-from plumb.facts import Reading
+from plumb.facts import Reading, content_hash
 
 READINGS = {
     "host.hostname": Reading.ok("gpu-node-7"),
@@ -73,6 +73,7 @@ def test_apply_then_load_round_trips_every_value_type_and_status(store):
         boot_id="b-1",
         agent_version="0.1.0",
         last_report_at=at(1),
+        content_hash=content_hash(READINGS),
     )
     assert store.apply([update]) == len(READINGS)
     [node] = store.load()
@@ -84,14 +85,17 @@ def test_apply_then_load_round_trips_every_value_type_and_status(store):
     assert node.first_seen_at == T0 and node.first_seen_at.tzinfo is not None
     assert node.last_report_at == at(1)
     assert node.connected is False  # nothing is connected when the aggregator starts
+    assert node.content_hash == content_hash(READINGS)  # a restart need not hash the facts
 
 
 def test_none_fields_leave_the_node_row_unchanged(store):
     store.apply([_added("n", {}, connected=True, boot_id="b-1", agent_version="0.1.0")])
     store.apply([NodeUpdate("n", at(5), last_report_at=at(5))])
-    store.apply([NodeUpdate("n", at(6), boot_id="b-2")])
+    store.apply([NodeUpdate("n", at(6), boot_id="b-2", content_hash="c" * 64)])
+    store.apply([NodeUpdate("n", at(7), connected=False)])
     [node] = store.load()
     assert (node.boot_id, node.agent_version, node.last_report_at) == ("b-2", "0.1.0", at(5))
+    assert node.content_hash == "c" * 64
     assert node.first_seen_at == T0
 
 
@@ -174,6 +178,7 @@ def test_data_survives_reopening_the_store(url, store):
         NodeUpdate("x" * 254, T0),
         NodeUpdate("n", T0.replace(tzinfo=None)),
         NodeUpdate("n", T0, boot_id="b" * 129),
+        NodeUpdate("n", T0, content_hash="h" * 65),
         NodeUpdate("n", T0, (Change("p" * 513, None, OLD),)),
         NodeUpdate("n", T0, (Change("a\x00b", None, OLD),)),
         NodeUpdate("n", T0, (Change("a", None, None),)),

@@ -1,0 +1,53 @@
+"""The agent's reconnect delay: uniform over a window that starts at reconnect_window_s,
+doubles per failed attempt in a row and stops at backoff_max_s."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from agent.settings import StreamSettings
+from agent.stream import reconnect_delay
+
+S = StreamSettings(reconnect_window_s=10.0, backoff_max_s=30.0)
+
+
+def _fleet(settings: StreamSettings, failures: int, n: int = 10_000) -> list[float]:
+    """The delays `n` agents draw after `failures` failed attempts."""
+    rng = random.Random(9)
+    return [reconnect_delay(settings, failures, rng) for _ in range(n)]
+
+
+@pytest.mark.parametrize(("failures", "window"), [(0, 10.0), (1, 20.0), (2, 30.0), (9, 30.0)])
+def test_window_doubles_per_failed_attempt_up_to_the_cap(failures, window):
+    delays = _fleet(S, failures)
+    assert 0 <= min(delays) < window * 0.01
+    assert window * 0.99 < max(delays) <= window
+
+
+def test_very_many_failures_stay_at_the_cap():
+    assert max(_fleet(S, 10**6, n=1000)) <= 30.0
+
+
+def test_a_cap_below_the_window_wins():
+    assert max(_fleet(StreamSettings(reconnect_window_s=10.0, backoff_max_s=3.0), 0)) <= 3.0
+
+
+@pytest.mark.parametrize("failures", [0, 1])
+def test_a_fleet_is_spread_evenly_over_the_window(failures):
+    """No lockstep: 10,000 agents' delays cover the window uniformly."""
+    delays = _fleet(S, failures)
+    window = max(delays)
+    assert abs(statistics.mean(delays) - window / 2) < window * 0.02
+    counts = [0] * 10
+    for d in delays:
+        counts[min(int(d / window * 10), 9)] += 1
+    assert max(counts) < 1_200, counts  # no tenth of the window holds over 12 %
+
+
+@pytest.mark.parametrize("field", ["reconnect_window_s", "backoff_max_s", "probe_max_s"])
+def test_non_positive_settings_are_refused(field):
+    with pytest.raises(ValueError, match=field):
+        StreamSettings(**{field: 0})
