@@ -1,9 +1,10 @@
 """The aggregator's side of the Connect stream: one task per agent, applying its facts in order.
 
-Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap
-or a hash that disagrees after applying it; Heartbeat -> Resync when its hash differs.
-A malformed message aborts the stream with INVALID_ARGUMENT, and one over the size limit
-with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
+Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap,
+before any FullFacts, or on a hash that disagrees after applying it; Heartbeat -> Resync
+when its hash differs. A malformed message, or one that breaks a bound or goes back in seq
+(aggregator/ingest_limits.py), aborts the stream with INVALID_ARGUMENT, and one over the
+size limit with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
 over four times the limit; those end the stream without reaching this code.
 
 Hello is authenticated (aggregator/auth.py) before the stream is registered, so an agent
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 
 import grpc
 
+from aggregator import ingest_limits as limits
 from aggregator.auth import Authenticator
 from aggregator.errors import Forbidden, InvalidInput, Unavailable
 from aggregator.metrics import IngestMetrics
@@ -38,11 +39,6 @@ from plumb import facts as wire
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
-
-# A Kubernetes node name: an RFC 1123 subdomain.
-_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_MAX_NODE_NAME = 253
-_MAX_IDENT = 128
 
 
 def utcnow() -> datetime:
@@ -130,7 +126,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             hello = await self._read(context, self._settings.hello_timeout_s)
             if hello is None:
                 return
-            name = _check_hello(hello)
+            name = limits.check_hello(hello, self._settings)
             await self._auth.check(name, _bearer(context.invocation_metadata()))
             session = self._open(hello.hello)
             await context.write(
@@ -157,7 +153,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         except _Oversized as exc:
             failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "oversized")
         except InvalidInput as exc:
-            failure = (grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_input")
+            reason = exc.reason if isinstance(exc, limits.Refused) else "invalid_input"
+            failure = (grpc.StatusCode.INVALID_ARGUMENT, str(exc), reason)
         except TimeoutError:
             failure = (grpc.StatusCode.DEADLINE_EXCEEDED, "no message within the timeout", "idle")
         except asyncio.CancelledError:
@@ -262,6 +259,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         raise InvalidInput(f"unexpected message on an open stream: {kind or 'empty'}")
 
     def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
+        limits.check_full(full, session.seq if session.has_facts else None, self._settings)
         held = self._state.get(session.node)
         if held is not None and held.facts and full.content_hash == held.content_hash:
             # A reconnect resending what is held: the hash says the facts are equal, so skip
@@ -271,7 +269,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             try:
                 flat = wire.flatten(full.facts)
             except wire.FactsError as exc:
-                raise InvalidInput(f"malformed FullFacts: {exc}") from exc
+                raise limits.malformed("FullFacts", exc) from exc
             if wire.content_hash(flat) != full.content_hash:
                 raise InvalidInput("FullFacts content_hash does not match its facts")
         first = not session.has_facts
@@ -283,6 +281,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _delta(
         self, session: Session, delta: agent_pb2.FactsDelta
     ) -> agent_pb2.ConnectResponse | None:
+        limits.check_delta(delta, session.seq, self._settings)
         if session.awaiting_full:
             return None  # in flight before our Resync; the FullFacts that follows supersedes it
         if not session.has_facts:
@@ -291,11 +290,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             changed = {path: wire.from_fact(path, fact) for path, fact in delta.changed.items()}
             for path in delta.removed:
                 if len(path) > wire.MAX_PATH_CHARS:
-                    raise wire.FactsError(f"removed path longer than {wire.MAX_PATH_CHARS}")
+                    raise wire.FactsError(
+                        f"removed path longer than {wire.MAX_PATH_CHARS}", reason="string_too_long"
+                    )
             node = self._state.node(session.node, self._clock())
             new = wire.apply_delta(node.facts, changed, list(delta.removed))
         except wire.FactsError as exc:
-            raise InvalidInput(f"malformed FactsDelta: {exc}") from exc
+            raise limits.malformed("FactsDelta", exc) from exc
         if delta.seq != session.seq + 1:
             return self._resync(
                 session, "seq_gap", f"expected seq {session.seq + 1}, got {delta.seq}"
@@ -310,10 +311,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _heartbeat(
         self, session: Session, beat: agent_pb2.Heartbeat
     ) -> agent_pb2.ConnectResponse | None:
+        limits.check_heartbeat(beat, session.seq)
         if session.awaiting_full:
             return None
+        if not session.has_facts:  # before the node exists: nothing is created for it
+            return self._resync(session, "no_full_facts", "a heartbeat arrived before FullFacts")
         node = self._state.node(session.node, self._clock())
-        if not session.has_facts or beat.content_hash != node.content_hash:
+        if beat.content_hash != node.content_hash:
             return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
         node.last_report_at = self._clock()
         return None
@@ -372,19 +376,6 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _submit(self, update: NodeUpdate) -> None:
         if not self._writer.submit(update):
             log.warning("store queue full, update dropped", extra={"node": update.node})
-
-
-def _check_hello(msg: agent_pb2.ConnectRequest) -> str:
-    """The node name of a well-formed Hello; InvalidInput otherwise."""
-    if msg.WhichOneof("message") != "hello":
-        raise InvalidInput("the first message on a stream must be Hello")
-    hello = msg.hello
-    name = hello.node_name
-    if len(name) > _MAX_NODE_NAME or not _NODE_NAME.fullmatch(name):
-        raise InvalidInput(f"node name {name[:64]!r} is not a valid Kubernetes node name")
-    if len(hello.agent_version) > _MAX_IDENT or len(hello.boot_id) > _MAX_IDENT:
-        raise InvalidInput(f"agent_version and boot_id are limited to {_MAX_IDENT} characters")
-    return name
 
 
 def _bearer(metadata: tuple | None) -> str | None:
