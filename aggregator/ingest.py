@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from aggregator import ingest_limits as limits
 from aggregator.auth import Authenticator
@@ -195,8 +196,11 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     async def _read(
         self, context: grpc.aio.ServicerContext, timeout_s: float
     ) -> agent_pb2.ConnectRequest | None:
-        async with asyncio.timeout(timeout_s):
-            msg = await context.read()
+        try:
+            async with asyncio.timeout(timeout_s):
+                msg = await context.read()
+        except DecodeError as exc:
+            raise limits.undecodable(exc) from exc
         if msg is grpc.aio.EOF:
             return None
         kind = msg.WhichOneof("message") or "empty"

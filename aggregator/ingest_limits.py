@@ -20,7 +20,15 @@ from aggregator.settings import IngestSettings
 from plumb import facts as wire
 from plumb.v1 import agent_pb2
 
-__all__ = ["Refused", "check_delta", "check_full", "check_heartbeat", "check_hello", "malformed"]
+__all__ = [
+    "Refused",
+    "check_delta",
+    "check_full",
+    "check_heartbeat",
+    "check_hello",
+    "malformed",
+    "undecodable",
+]
 
 # A Kubernetes node name: an RFC 1123 subdomain.
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -42,6 +50,15 @@ def malformed(kind: str, exc: wire.FactsError) -> Refused:
     """The refusal for a facts message the wire contract rejects."""
     return Refused(
         exc.reason, f"malformed {kind}: {exc}", hint="fix the agent; nothing of it was stored"
+    )
+
+
+def undecodable(exc: Exception) -> Refused:
+    """The refusal for bytes that do not parse as a ConnectRequest."""
+    return Refused(
+        "undecodable",
+        f"the message is not a plumb.v1.ConnectRequest ({exc})",
+        hint="check that agent and aggregator speak the same plumb.v1 protocol",
     )
 
 

@@ -19,7 +19,7 @@ async def channel(aggregator):
         yield ch
 
 
-async def refused(call, msg: agent_pb2.ConnectRequest) -> str:
+async def refused(call, msg: agent_pb2.ConnectRequest | bytes) -> str:
     """Send `msg` and return the details of the INVALID_ARGUMENT that must end the stream."""
     await call.write(msg)
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -190,3 +190,19 @@ async def test_full_facts_at_the_gpu_limit_are_accepted(aggregator, channel):
     await call.write(full(facts))
     assert (await call.read()).ack.seq == 1
     assert len(aggregator.json("/v1/nodes/dense")["facts"]["gpus"]) == 64
+
+
+async def test_bytes_that_are_no_connect_request_are_refused_not_an_internal_error(
+    aggregator, channel
+):
+    call = channel.stream_stream(
+        "/plumb.v1.AgentService/Connect",
+        request_serializer=None,  # raw bytes, as a broken or hostile client sends them
+        response_deserializer=agent_pb2.ConnectResponse.FromString,
+    )()
+    await call.write(hello("garbled").SerializeToString())
+    assert await reply(call) == "welcome"
+    details = await refused(call, b"\x12\xff\xff\xff")
+    assert "not a plumb.v1.ConnectRequest" in details
+    assert counted(aggregator, "undecodable")
+    assert absent(aggregator, "garbled")
