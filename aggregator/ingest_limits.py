@@ -79,11 +79,17 @@ def check_hello(msg: agent_pb2.ConnectRequest, settings: IngestSettings) -> str:
             hint="use the node's name as `kubectl get nodes` shows it (--node-name)",
         )
     idents = [hello.agent_version, hello.boot_id, *hello.capabilities]
-    if any(len(s) > _MAX_IDENT or "\x00" in s for s in idents):
+    if any(len(s) > _MAX_IDENT for s in idents):
         raise Refused(
             "string_too_long",
             f"Hello agent_version, boot_id and capabilities are limited to {_MAX_IDENT} "
-            "characters each, without NUL",
+            "characters each",
+            hint="fix the agent",
+        )
+    if any("\x00" in s for s in idents):  # the database's text columns refuse it
+        raise Refused(
+            "malformed_hello",
+            "Hello agent_version, boot_id or a capability contains a NUL character",
             hint="fix the agent",
         )
     if len(hello.capabilities) > settings.max_capabilities:

@@ -206,3 +206,13 @@ async def test_bytes_that_are_no_connect_request_are_refused_not_an_internal_err
     assert "not a plumb.v1.ConnectRequest" in details
     assert counted(aggregator, "undecodable")
     assert absent(aggregator, "garbled")
+
+
+async def test_a_nul_in_hello_is_refused_before_the_store_sees_it(aggregator, channel):
+    call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+    msg = hello("nul-hello")
+    msg.hello.boot_id = "b\x00"
+    details = await refused(call, msg)
+    assert "contains a NUL character" in details
+    assert counted(aggregator, "malformed_hello")
+    assert absent(aggregator, "nul-hello")
