@@ -250,7 +250,11 @@ def load_profile(name_or_path: str) -> Profile:
 def read_profile(path: Path) -> Profile:
     """Load and validate the profile in `path`, GPU overrides included; raises ProfileError."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ProfileError(
+            f"profile {path}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
+        ) from exc
     except OSError as exc:
         raise ProfileError(
             f"profile {path}: cannot read ({exc.strerror or exc}); "

@@ -1,9 +1,10 @@
 """The aggregator's side of the Connect stream: one task per agent, applying its facts in order.
 
-Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap
-or a hash that disagrees after applying it; Heartbeat -> Resync when its hash differs.
-A malformed message aborts the stream with INVALID_ARGUMENT, and one over the size limit
-with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
+Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap,
+before any FullFacts, or on a hash that disagrees after applying it; Heartbeat -> Resync
+when its hash differs. A malformed message, or one that breaks a bound or goes back in seq
+(aggregator/ingest_limits.py), aborts the stream with INVALID_ARGUMENT, and one over the
+size limit with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
 over four times the limit; those end the stream without reaching this code.
 
 Hello is authenticated (aggregator/auth.py) before the stream is registered, so an agent
@@ -19,14 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import grpc
+from google.protobuf.message import DecodeError
 
+from aggregator import ingest_limits as limits
 from aggregator.auth import Authenticator
 from aggregator.errors import Forbidden, InvalidInput, Unavailable
 from aggregator.metrics import IngestMetrics
@@ -38,11 +40,6 @@ from plumb import facts as wire
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
-
-# A Kubernetes node name: an RFC 1123 subdomain.
-_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_MAX_NODE_NAME = 253
-_MAX_IDENT = 128
 
 
 def utcnow() -> datetime:
@@ -130,7 +127,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             hello = await self._read(context, self._settings.hello_timeout_s)
             if hello is None:
                 return
-            name = _check_hello(hello)
+            name = limits.check_hello(hello, self._settings)
             await self._auth.check(name, _bearer(context.invocation_metadata()))
             session = self._open(hello.hello)
             await context.write(
@@ -157,7 +154,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         except _Oversized as exc:
             failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "oversized")
         except InvalidInput as exc:
-            failure = (grpc.StatusCode.INVALID_ARGUMENT, str(exc), "invalid_input")
+            reason = exc.reason if isinstance(exc, limits.Refused) else "invalid_input"
+            failure = (grpc.StatusCode.INVALID_ARGUMENT, str(exc), reason)
         except TimeoutError:
             failure = (grpc.StatusCode.DEADLINE_EXCEEDED, "no message within the timeout", "idle")
         except asyncio.CancelledError:
@@ -198,8 +196,11 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     async def _read(
         self, context: grpc.aio.ServicerContext, timeout_s: float
     ) -> agent_pb2.ConnectRequest | None:
-        async with asyncio.timeout(timeout_s):
-            msg = await context.read()
+        try:
+            async with asyncio.timeout(timeout_s):
+                msg = await context.read()
+        except DecodeError as exc:
+            raise limits.undecodable(exc) from exc
         if msg is grpc.aio.EOF:
             return None
         kind = msg.WhichOneof("message") or "empty"
@@ -262,7 +263,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         raise InvalidInput(f"unexpected message on an open stream: {kind or 'empty'}")
 
     def _full(self, session: Session, full: agent_pb2.FullFacts) -> agent_pb2.ConnectResponse:
-        digest = _hex_digest("FullFacts", full.content_sha256)
+        limits.check_full(full, session.seq if session.has_facts else None, self._settings)
+        digest = limits.digest("FullFacts", full.content_sha256)
         held = self._state.get(session.node)
         if held is not None:
             held.ensure_hash()  # a restored node may not be hashed yet
@@ -274,7 +276,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             try:
                 flat = wire.flatten(full.facts)
             except wire.FactsError as exc:
-                raise InvalidInput(f"malformed FullFacts: {exc}") from exc
+                raise limits.malformed("FullFacts", exc) from exc
             if wire.content_hash(flat) != digest:
                 raise InvalidInput("FullFacts content_sha256 does not match its facts")
         first = not session.has_facts
@@ -286,20 +288,23 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _delta(
         self, session: Session, delta: agent_pb2.FactsDelta
     ) -> agent_pb2.ConnectResponse | None:
+        limits.check_delta(delta, session.seq, self._settings)
         if session.awaiting_full:
             return None  # in flight before our Resync; the FullFacts that follows supersedes it
-        digest = _hex_digest("FactsDelta", delta.content_sha256)
+        digest = limits.digest("FactsDelta", delta.content_sha256)
         if not session.has_facts:
             return self._resync(session, "no_full_facts", "a delta arrived before FullFacts")
         try:
             changed = {path: wire.from_fact(path, fact) for path, fact in delta.changed.items()}
             for path in delta.removed:
                 if len(path) > wire.MAX_PATH_CHARS:
-                    raise wire.FactsError(f"removed path longer than {wire.MAX_PATH_CHARS}")
+                    raise wire.FactsError(
+                        f"removed path longer than {wire.MAX_PATH_CHARS}", reason="string_too_long"
+                    )
             node = self._state.node(session.node, self._clock())
             new = wire.apply_delta(node.facts, changed, list(delta.removed))
         except wire.FactsError as exc:
-            raise InvalidInput(f"malformed FactsDelta: {exc}") from exc
+            raise limits.malformed("FactsDelta", exc) from exc
         if delta.seq != session.seq + 1:
             return self._resync(
                 session, "seq_gap", f"expected seq {session.seq + 1}, got {delta.seq}"
@@ -314,11 +319,14 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _heartbeat(
         self, session: Session, beat: agent_pb2.Heartbeat
     ) -> agent_pb2.ConnectResponse | None:
+        limits.check_heartbeat(beat, session.seq)
         if session.awaiting_full:
             return None
-        digest = _hex_digest("Heartbeat", beat.content_sha256)
+        if not session.has_facts:  # before the node exists: nothing is created for it
+            return self._resync(session, "no_full_facts", "a heartbeat arrived before FullFacts")
+        digest = limits.digest("Heartbeat", beat.content_sha256)
         node = self._state.node(session.node, self._clock())
-        if not session.has_facts or digest != node.content_hash:
+        if digest != node.content_hash:
             return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
         node.last_report_at = self._clock()
         return None
@@ -382,27 +390,6 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _submit(self, update: NodeUpdate) -> None:
         if not self._writer.submit(update):
             log.warning("store queue full, update dropped", extra={"node": update.node})
-
-
-def _check_hello(msg: agent_pb2.ConnectRequest) -> str:
-    """The node name of a well-formed Hello; InvalidInput otherwise."""
-    if msg.WhichOneof("message") != "hello":
-        raise InvalidInput("the first message on a stream must be Hello")
-    hello = msg.hello
-    name = hello.node_name
-    if len(name) > _MAX_NODE_NAME or not _NODE_NAME.fullmatch(name):
-        raise InvalidInput(f"node name {name[:64]!r} is not a valid Kubernetes node name")
-    if len(hello.agent_version) > _MAX_IDENT or len(hello.boot_id) > _MAX_IDENT:
-        raise InvalidInput(f"agent_version and boot_id are limited to {_MAX_IDENT} characters")
-    return name
-
-
-def _hex_digest(kind: str, raw: bytes) -> str:
-    """A content_sha256 as the hex hash the aggregator keeps; InvalidInput if malformed."""
-    try:
-        return wire.hex_digest(raw)
-    except wire.FactsError as exc:
-        raise InvalidInput(f"malformed {kind}: {exc}") from exc
 
 
 def _bearer(metadata: tuple | None) -> str | None:

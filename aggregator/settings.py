@@ -24,6 +24,15 @@ class IngestSettings(BaseModel):
     # Aggregator-initiated messages (RunChecks) waiting per stream; a run sends one per node,
     # so a handful absorbs overlapping runs while a stuck stream refuses more.
     outbound_queue_max: int = Field(16, ge=1)
+    # GPU servers hold 8 or 16 GPUs (a GB200 tray 4): 64 leaves room for denser boards while
+    # refusing a node claiming hundreds, each of which costs ~30 fact rows and metric series.
+    # The wire contract's ceiling (plumb.facts.MAX_REPEATED) is 256.
+    max_gpus_per_node: int = Field(64, ge=1, le=256)
+    # A delta changes at most every leaf of a node: ~30 per GPU plus ~60 host, driver and
+    # library facts, so ~2,000 for 64 GPUs; twice that is a broken or hostile agent.
+    max_delta_fields: int = Field(4096, ge=64)
+    # Capabilities an agent lists in Hello: two today; 32 leaves room for many more.
+    max_capabilities: int = Field(32, ge=1)
 
 
 class ValidationSettings(BaseModel):

@@ -138,7 +138,17 @@ class _Loader:
         if not path.is_file():
             self.problems.append(f"{rel}:1: (file): missing")
             return None
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            self.problems.append(
+                f"{rel}:1: (file): not UTF-8 text (bad byte at offset {exc.start}); "
+                "save it as UTF-8"
+            )
+            return None
+        except OSError as exc:
+            self.problems.append(f"{rel}:1: (file): cannot read: {exc.strerror or exc}")
+            return None
         self.sha.update(rel.encode() + b"\0" + text.encode() + b"\0")
         doc = _Doc(rel, {})
         try:

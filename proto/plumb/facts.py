@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -49,7 +50,9 @@ _STATUS_FROM_PROTO: dict[int, Status] = {
 }
 _STATUS_TO_PROTO = {v: k for k, v in _STATUS_FROM_PROTO.items()}
 
-# Bounds on what one node may report; a message beyond them is malformed.
+# Bounds on what one node may report; a message beyond them is malformed. A path is at most
+# three segments of a proto field name; a value or error of 4 KiB holds any version string,
+# and a library path or NVML error message; 256 entries hold any node's GPUs or libraries.
 MAX_PATH_CHARS = 512
 MAX_VALUE_CHARS = 4096
 MAX_REPEATED = 256
@@ -66,7 +69,14 @@ _SEGMENT = re.compile(r"([a-z_][a-z0-9_]*)(?:\[(\d+)\])?")
 
 
 class FactsError(ValueError):
-    """A facts message or delta that breaks the contract (unknown path, wrong type, too big)."""
+    """A facts message or delta that breaks the contract (unknown path, wrong type, too big).
+
+    `reason` says which rule it broke, in a word fit for a metric label.
+    """
+
+    def __init__(self, message: str, *, reason: str = "malformed_facts"):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,8 @@ class Reading:
 
     @classmethod
     def failed(cls, error: str) -> Reading:
-        return cls("error", error=error[:MAX_VALUE_CHARS])
+        """An error reading, cut and cleaned to what the receiving end accepts."""
+        return cls("error", error=error[:MAX_VALUE_CHARS].replace("\x00", "\ufffd"))
 
     def to_json(self) -> dict[str, Scalar | None]:
         """The JSON shape used by the HTTP API and the store."""
@@ -129,23 +140,50 @@ def _shared_reading(status: Status, value: Scalar | None, error: str | None = No
 
 
 def _leaf_to_reading(leaf: Message, kind: type, path: str) -> Reading | None:
-    status = _STATUS_FROM_PROTO.get(leaf.status)  # type: ignore[attr-defined]
-    if status is None:
+    if leaf.status == facts_pb2.FACT_STATUS_UNSPECIFIED:  # type: ignore[attr-defined]
         return None  # not collected
+    status = _status(path, leaf.status)  # type: ignore[attr-defined]
     if status == "ok":
         value = leaf.value  # type: ignore[attr-defined]
         _check_value(path, value)
         return _shared_reading("ok", kind(value))
     if status == "error":
-        return Reading.failed(leaf.error or "unknown error")  # type: ignore[attr-defined]
+        return _failed(path, leaf.error)  # type: ignore[attr-defined]
     return _shared_reading("not_supported", None)
 
 
+def _status(path: str, number: int) -> Status:
+    """The status a FactStatus number means; proto3 enums are open, so refuse unknown ones."""
+    status = _STATUS_FROM_PROTO.get(number)
+    if status is None:
+        raise FactsError(
+            f"{path}: unknown FactStatus {number} (this side knows "
+            f"{sorted(_STATUS_FROM_PROTO)}; upgrade the aggregator before its agents)",
+            reason="unknown_enum",
+        )
+    return status
+
+
+def _failed(path: str, error: str) -> Reading:
+    """A received error reading; one the sender should have bounded is refused, never cut."""
+    _check_text(path, "error", error)
+    if "\x00" in error:  # stored as plain text, which PostgreSQL refuses with a NUL
+        raise FactsError(f"{path}: error contains a NUL character")
+    return Reading.failed(error or "unknown error")
+
+
+def _check_text(path: str, what: str, text: str) -> None:
+    if len(text) > MAX_VALUE_CHARS:
+        raise FactsError(
+            f"{path}: {what} longer than {MAX_VALUE_CHARS} characters", reason="string_too_long"
+        )
+
+
 def _check_value(path: str, value: object) -> None:
-    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-        raise FactsError(f"{path}: value longer than {MAX_VALUE_CHARS} characters")
-    if isinstance(value, float) and value != value:
-        raise FactsError(f"{path}: value is NaN")
+    if isinstance(value, str):
+        _check_text(path, "value", value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FactsError(f"{path}: value {value} is not a finite number")
 
 
 def flatten(facts: facts_pb2.NodeFacts) -> dict[str, Reading]:
@@ -164,7 +202,9 @@ def _walk(msg: Message, prefix: str) -> Iterator[tuple[str, Reading]]:
         kind = _LEAF_TYPES.get(field.message_type.full_name)
         if field.is_repeated:
             if len(value) > MAX_REPEATED:
-                raise FactsError(f"{path}: more than {MAX_REPEATED} entries")
+                raise FactsError(
+                    f"{path}: more than {MAX_REPEATED} entries", reason="too_many_entries"
+                )
             for i, item in enumerate(value):
                 yield from _walk(item, f"{path}[{i}].")
         elif kind is not None:
@@ -185,7 +225,10 @@ def unflatten(flat: Mapping[str, Reading]) -> facts_pb2.NodeFacts:
 
 def _set(root: Message, path: str, reading: Reading) -> None:
     if len(path) > MAX_PATH_CHARS:
-        raise FactsError(f"path longer than {MAX_PATH_CHARS} characters: {path[:40]}...")
+        raise FactsError(
+            f"path longer than {MAX_PATH_CHARS} characters: {path[:40]}...",
+            reason="string_too_long",
+        )
     segments = path.split(".")
     msg = root
     for depth, segment in enumerate(segments):
@@ -201,7 +244,7 @@ def _set(root: Message, path: str, reading: Reading) -> None:
             items = getattr(msg, field.name)
             i = int(index)
             if i >= MAX_REPEATED:
-                raise FactsError(f"{path}: index beyond {MAX_REPEATED}")
+                raise FactsError(f"{path}: index beyond {MAX_REPEATED}", reason="too_many_entries")
             while len(items) <= i:
                 items.add()
             msg = items[i]
@@ -271,11 +314,11 @@ def to_fact(reading: Reading) -> facts_pb2.Fact:
 
 def from_fact(path: str, fact: facts_pb2.Fact) -> Reading:
     """The Reading in a delta's Fact; raises FactsError when it is malformed."""
-    status = _STATUS_FROM_PROTO.get(fact.status)
-    if status is None:
+    if fact.status == facts_pb2.FACT_STATUS_UNSPECIFIED:
         raise FactsError(f"{path}: fact has no status")
+    status = _status(path, fact.status)
     if status == "error":
-        return Reading.failed(fact.error or "unknown error")
+        return _failed(path, fact.error)
     if status == "not_supported":
         return Reading.not_supported()
     which = fact.WhichOneof("value")
@@ -308,7 +351,8 @@ def hex_digest(raw: bytes) -> str:
     if len(raw) != DIGEST_BYTES:
         raise FactsError(
             f"content_sha256 must be the {DIGEST_BYTES}-byte SHA-256 digest, got {len(raw)} "
-            "bytes; an agent that sends none predates it and must be upgraded"
+            "bytes; an agent that sends none predates it and must be upgraded",
+            reason="bad_digest",
         )
     return raw.hex()
 

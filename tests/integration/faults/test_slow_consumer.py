@@ -39,6 +39,8 @@ async def test_a_client_that_never_reads_cannot_grow_aggregator_memory(tmp_path)
         await call.read()  # Welcome; nothing is read after it
         deadline = time.monotonic() + BUDGET_S
         while sent < MAX_PAIRS and time.monotonic() < deadline:
+            # seq may never go backwards on a stream: number each pair (write serializes now).
+            full.full_facts.seq = stale.heartbeat.seq = sent + 1
             try:
                 await asyncio.wait_for(call.write(full), timeout=3)
                 await asyncio.wait_for(call.write(stale), timeout=3)

@@ -78,3 +78,18 @@ def test_an_unreadable_file_lists_the_shipped_profiles(tmp_path):
 def test_an_unknown_shipped_name_lists_the_shipped_profiles():
     with pytest.raises(ProfileError, match="unknown profile 'dgx-h900': shipped profiles are"):
         load_profile("dgx-h900")
+
+
+def test_a_value_of_the_wrong_type_names_the_file_and_key(profile_copy):
+    path = profile_copy("l4", lambda d: d["gpus"]["template"].update(temperature_celsius="hot"))
+    _expect_error(path, "gpus.template.temperature_celsius: Input should be a valid integer")
+
+
+def test_a_section_of_the_wrong_type_names_it(profile_copy):
+    _expect_error(profile_copy("l4", lambda d: d.update(driver=["570"])), "driver: Input should")
+
+
+def test_a_file_that_is_not_utf8_is_reported(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("host: {hostname: b\xe9ta}\n".encode("latin-1"))
+    _expect_error(path, "not UTF-8 text (bad byte at offset 18); save it as UTF-8")

@@ -135,3 +135,18 @@ def test_every_problem_is_reported_at_once(recipes):
     edit(recipes / "overlays" / "aks.yaml", "fact: k8s.version", "fact: k8s.versoin")
     message = load_error(recipes)
     assert "eks.yaml" in message and "aks.yaml" in message
+
+
+def test_a_value_of_the_wrong_type_names_file_line_and_key(recipes):
+    edit(recipes / "registry.yaml", "dependencies: [nfd]", "dependencies: 7")
+    message = load_error(recipes)
+    assert "registry.yaml:" in message
+    assert "components[0].dependencies: Input should be a valid tuple" in message
+
+
+def test_a_file_that_is_not_utf8_names_the_file(recipes):
+    path = recipes / "knowledge" / "gpus.yaml"
+    path.write_bytes(path.read_bytes() + "# caf\xe9\n".encode("latin-1"))
+    message = load_error(recipes)
+    assert "knowledge/gpus.yaml:1: (file): not UTF-8 text" in message
+    assert "save it as UTF-8" in message

@@ -1,0 +1,166 @@
+"""What the aggregator refuses on an agent's stream, checked before anything is applied.
+
+The wire contract (plumb/facts.py) bounds paths, strings and repeated fields for both ends;
+this module adds the deployment's policy from IngestSettings (GPUs per node, fields per
+delta, Hello's size) and the stream's ordering rule: seq never goes backwards. Each refusal
+is a `Refused` with a `reason` for `plumb_ingest_streams_closed_by_aggregator_total`; ingest
+aborts the stream with INVALID_ARGUMENT and stores nothing of the message.
+
+A FactStatus this aggregator does not know (proto3 enums are open) is refused too, naming the
+field: reading it as "not collected" would silently drop a fact a newer agent meant to send.
+Upgrade aggregators before agents.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aggregator.errors import InvalidInput
+from aggregator.settings import IngestSettings
+from plumb import facts as wire
+from plumb.v1 import agent_pb2
+
+__all__ = [
+    "Refused",
+    "check_delta",
+    "check_full",
+    "check_heartbeat",
+    "check_hello",
+    "malformed",
+    "undecodable",
+]
+
+# A Kubernetes node name: an RFC 1123 subdomain.
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_MAX_NODE_NAME = 253
+# agent_version, boot_id and each capability: a version string, a UUID, a feature name.
+_MAX_IDENT = 128
+_GPU_INDEX = re.compile(r"gpus\[(\d+)\]")
+
+
+class Refused(InvalidInput):
+    """A message the stream's rules refuse; `reason` labels the refusal counter."""
+
+    def __init__(self, reason: str, message: str, *, hint: str):
+        super().__init__(f"{message}; {hint}", hint=hint)
+        self.reason = reason
+
+
+def malformed(kind: str, exc: wire.FactsError) -> Refused:
+    """The refusal for a facts message the wire contract rejects."""
+    return Refused(
+        exc.reason, f"malformed {kind}: {exc}", hint="fix the agent; nothing of it was stored"
+    )
+
+
+def digest(kind: str, raw: bytes) -> str:
+    """A message's content_sha256 as the hex hash the aggregator keeps; Refused if malformed."""
+    try:
+        return wire.hex_digest(raw)
+    except wire.FactsError as exc:
+        raise malformed(kind, exc) from exc
+
+
+def undecodable(exc: Exception) -> Refused:
+    """The refusal for bytes that do not parse as a ConnectRequest."""
+    return Refused(
+        "undecodable",
+        f"the message is not a plumb.v1.ConnectRequest ({exc})",
+        hint="check that agent and aggregator speak the same plumb.v1 protocol",
+    )
+
+
+def check_hello(msg: agent_pb2.ConnectRequest, settings: IngestSettings) -> str:
+    """The node name of a well-formed Hello; Refused otherwise."""
+    if msg.WhichOneof("message") != "hello":
+        raise Refused(
+            "no_hello",
+            "the first message on a stream must be Hello",
+            hint="send Hello before any facts",
+        )
+    hello = msg.hello
+    name = hello.node_name
+    if len(name) > _MAX_NODE_NAME or not _NODE_NAME.fullmatch(name):
+        raise Refused(
+            "invalid_node_name",
+            f"node name {name[:64]!r} is not a valid Kubernetes node name",
+            hint="use the node's name as `kubectl get nodes` shows it (--node-name)",
+        )
+    idents = [hello.agent_version, hello.boot_id, *hello.capabilities]
+    if any(len(s) > _MAX_IDENT for s in idents):
+        raise Refused(
+            "string_too_long",
+            f"Hello agent_version, boot_id and capabilities are limited to {_MAX_IDENT} "
+            "characters each",
+            hint="fix the agent",
+        )
+    if any("\x00" in s for s in idents):  # the database's text columns refuse it
+        raise Refused(
+            "malformed_hello",
+            "Hello agent_version, boot_id or a capability contains a NUL character",
+            hint="fix the agent",
+        )
+    if len(hello.capabilities) > settings.max_capabilities:
+        raise Refused(
+            "too_many_fields",
+            f"Hello lists {len(hello.capabilities)} capabilities, more than the "
+            f"{settings.max_capabilities} allowed (ingest.max_capabilities)",
+            hint="fix the agent",
+        )
+    return name
+
+
+def check_full(full: agent_pb2.FullFacts, held_seq: int | None, settings: IngestSettings) -> None:
+    """Refuse FullFacts with too many GPUs, or a seq at or below `held_seq` (this stream's)."""
+    _check_seq("FullFacts", full.seq, held_seq)
+    _check_gpus(len(full.facts.gpus), settings)
+
+
+def check_delta(delta: agent_pb2.FactsDelta, held_seq: int, settings: IngestSettings) -> None:
+    """Refuse a FactsDelta that is too large, names a GPU past the limit, or goes back in seq.
+
+    Runs before the delta's facts are parsed, so an oversized delta costs no parsing.
+    """
+    _check_seq("FactsDelta", delta.seq, held_seq)
+    fields = len(delta.changed) + len(delta.removed)
+    if fields > settings.max_delta_fields:
+        raise Refused(
+            "too_many_fields",
+            f"FactsDelta touches {fields} fields, more than the {settings.max_delta_fields} "
+            "allowed (ingest.max_delta_fields)",
+            hint="send FullFacts instead of a delta this large",
+        )
+    for path in delta.changed:
+        match = _GPU_INDEX.match(path)
+        if match is not None:
+            _check_gpus(int(match.group(1)) + 1, settings)
+
+
+def check_heartbeat(beat: agent_pb2.Heartbeat, held_seq: int) -> None:
+    """Refuse a Heartbeat whose seq is below that of the facts already applied."""
+    if beat.seq < held_seq:
+        raise _backwards("Heartbeat", beat.seq, held_seq, "at least")
+
+
+def _check_seq(kind: str, seq: int, held_seq: int | None) -> None:
+    if held_seq is not None and seq <= held_seq:
+        raise _backwards(kind, seq, held_seq, "above")
+
+
+def _backwards(kind: str, seq: int, held_seq: int, bound: str) -> Refused:
+    return Refused(
+        "seq_backwards",
+        f"{kind} seq {seq} goes backwards: this stream is at seq {held_seq}, "
+        f"so the next must be {bound} it",
+        hint="number every facts message on a stream one above the last",
+    )
+
+
+def _check_gpus(count: int, settings: IngestSettings) -> None:
+    if count > settings.max_gpus_per_node:
+        raise Refused(
+            "too_many_gpus",
+            f"{count} GPUs is more than the {settings.max_gpus_per_node} a node may report "
+            "(ingest.max_gpus_per_node)",
+            hint="raise PLUMB_INGEST__MAX_GPUS_PER_NODE if the node really has them",
+        )
