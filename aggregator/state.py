@@ -1,8 +1,10 @@
 """The live snapshot: every node's current facts and connection, in memory, keyed by name.
 
 Ingest is the only writer (one task per stream, so a node's updates apply in order);
-the API and metrics read it. `generation` increases on every change so readers can
-cache whatever they derive from it.
+the API and metrics read it. A node's `facts` are what its agent reported (`reported`, which
+its content hash covers) overlaid with what the cluster says of it (the Node object, the GPU
+stack's workloads), so recipes and drift see both. `generation` increases on every change so
+readers can cache whatever they derive from it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class NodeState:
 
     name: str
     facts: dict[str, Reading] = field(default_factory=dict)
+    # The agent's own facts, which `content_hash` covers and its deltas apply to.
+    reported: dict[str, Reading] = field(default_factory=dict)
     content_hash: str = ""
     seq: int = 0
     connected: bool = False
@@ -107,6 +111,9 @@ class LiveState:
 
     def __init__(self) -> None:
         self._nodes: dict[str, NodeState] = {}
+        # Facts the cluster gives every node, and each node's own (from its Node object).
+        self._cluster_wide: dict[str, Reading] = {}
+        self._cluster: dict[str, dict[str, Reading]] = {}
         self.generation = 0
 
     def __contains__(self, name: str) -> bool:
@@ -135,8 +142,25 @@ class LiveState:
 
     def restore(self, name: str, facts: Mapping[str, Reading], **attrs: object) -> NodeState:
         """Load a node from the store at start-up; it counts as disconnected until it streams."""
-        node = NodeState(name=name, facts=dict(facts), **attrs)  # type: ignore[arg-type]
+        node = NodeState(name=name, facts=dict(facts), reported=dict(facts), **attrs)  # type: ignore[arg-type]
         node.connected = False
         self._nodes[name] = node
         self.changed()
         return node
+
+    def merged(self, name: str, reported: dict[str, Reading]) -> dict[str, Reading]:
+        """`reported` overlaid with the cluster's facts of node `name`; the cluster wins, since
+        the API server, not the host, is the authority on kubelet, labels and workloads."""
+        own = self._cluster.get(name)
+        if not own and not self._cluster_wide:
+            return reported
+        return {**reported, **self._cluster_wide, **(own or {})}
+
+    def set_cluster_facts(self, name: str | None, facts: Mapping[str, Reading] | None) -> None:
+        """Replace the cluster's facts of node `name` (every node when None); None clears."""
+        if name is None:
+            self._cluster_wide = dict(facts or {})
+        elif facts:
+            self._cluster[name] = dict(facts)
+        else:
+            self._cluster.pop(name, None)
