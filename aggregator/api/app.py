@@ -60,7 +60,11 @@ def create_app(core: Core) -> FastAPI:
         ready = all(checks.values())
         return JSONResponse(
             status_code=200 if ready else 503,
-            content={"status": "ok" if ready else "degraded", "checks": checks},
+            content={
+                "status": "ok" if ready else "degraded",
+                "checks": checks,
+                "replica": core.replica(),
+            },
         )
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)

@@ -50,9 +50,8 @@ class LeaderElector:
         identity: str,
         timing: LeaseTiming = LeaseTiming(),
     ):
-        self._leases = dynamic.DynamicClient(api).resources.get(
-            api_version="coordination.k8s.io/v1", kind="Lease"
-        )
+        self._api = api
+        self._resource: Any = None
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -61,6 +60,16 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._last_renew = 0.0
+
+    @property
+    def _leases(self) -> Any:
+        """The Lease resource; discovered on first use, in a round's thread, so a constructor
+        never blocks the loop nor fails while the API server is down."""
+        if self._resource is None:
+            self._resource = dynamic.DynamicClient(self._api).resources.get(
+                api_version="coordination.k8s.io/v1", kind="Lease"
+            )
+        return self._resource
 
     async def run(self) -> None:
         """Campaign, then renew, until cancelled; releases the Lease when cancelled as leader."""

@@ -21,6 +21,8 @@ from typing import Any
 
 from kubernetes import client, watch
 
+from plumb.facts import Reading
+
 log = logging.getLogger(__name__)
 
 # Labels that describe the node's GPUs and are worth carrying into its facts. Plumb reads
@@ -74,6 +76,16 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
         facts={k: v for k, v in candidates.items() if v},
         gpu_labels={k: v for k, v in labels.items() if k.startswith(GPU_LABEL_PREFIXES)},
     )
+
+
+def node_facts(info: NodeInfo) -> dict[str, Reading]:
+    """The facts a NodeInfo adds to the node's: its flat facts, and its GPU labels sorted by
+    name as `cluster.labels[i].name` / `.value` (label names are not fact path segments)."""
+    facts = {path: Reading.ok(value) for path, value in info.facts.items()}
+    for i, (label, value) in enumerate(sorted(info.gpu_labels.items())):
+        facts[f"cluster.labels[{i}].name"] = Reading.ok(label)
+        facts[f"cluster.labels[{i}].value"] = Reading.ok(value)
+    return facts
 
 
 OnChange = Callable[[NodeInfo], Awaitable[None]]
