@@ -84,6 +84,8 @@ class Aggregator:
     http_port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Seconds to wait for /readyz; more where start-up waits on other services.
+    start_timeout_s: float = 15.0
 
     @property
     def url(self) -> str:
@@ -110,7 +112,11 @@ class Aggregator:
             stderr=subprocess.STDOUT,
             env={**ENV, **self.extra_env},
         )
-        until(lambda: self.get("/readyz").status_code == 200, what="aggregator /readyz")
+        until(
+            lambda: self.get("/readyz").status_code == 200,
+            timeout=self.start_timeout_s,
+            what="aggregator /readyz",
+        )
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
