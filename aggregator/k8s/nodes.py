@@ -89,6 +89,8 @@ def node_facts(info: NodeInfo) -> dict[str, Reading]:
 
 
 OnChange = Callable[[NodeInfo], Awaitable[None]]
+# How long stopping waits for the watch thread to notice.
+_JOIN_S = 1.0
 OnDelete = Callable[[str], Awaitable[None]]
 
 
@@ -107,7 +109,7 @@ class NodeWatcher:
         self._core = client.CoreV1Api(api)
         self._on_change = on_change
         self._on_delete = on_delete
-        # A silent watch is re-opened this often; it also bounds how long stop() takes.
+        # A silent watch is re-opened this often.
         self._read_timeout_s = read_timeout_s
         self._queue_max = queue_max
         self._known: dict[str, NodeInfo] = {}
@@ -141,7 +143,9 @@ class NodeWatcher:
                     await self._on_delete(payload)
         finally:
             self._stop.set()
-            await asyncio.to_thread(thread.join, self._read_timeout_s + 5)
+            # The thread may sit in a silent watch until its read timeout; it is a daemon that
+            # returns at its next event, so shutdown (and the Lease's release) never waits on it.
+            await asyncio.to_thread(thread.join, _JOIN_S)
 
     def _emit(self, put: Callable[[tuple[str, Any]], None], node: Mapping[str, Any]) -> None:
         info = node_info(node)
