@@ -85,7 +85,7 @@ def test_node_labels_and_kubelet_version_reach_the_facts_within_a_second(
     core = client.CoreV1Api(api)
     make_node("serve-gpu-1", {"nvidia.com/gpu.present": "true"})
     agg = serve("facts-a", "facts")
-    start_agent(agg, "serve-gpu-1", "dgx-h100")
+    agent = start_agent(agg, "serve-gpu-1", "dgx-h100")
     until(
         lambda: fact(agg, "serve-gpu-1", "cluster.labels") == {"nvidia.com/gpu.present": "true"},
         what="the Node's GPU labels in the node's facts",
@@ -111,6 +111,11 @@ def test_node_labels_and_kubelet_version_reach_the_facts_within_a_second(
         what="a kubelet version change in the facts within 1 s",
     )
     assert fact(agg, "serve-gpu-1", "host.container_runtime") == "cri-o"
+    # The agent's deltas still apply to what it reported, not to the overlaid facts.
+    agent.edit(lambda spec: spec["driver"].update(version="580.95.05"))
+    until(lambda: fact(agg, "serve-gpu-1", "driver.driver_version") == "580.95.05")
+    assert fact(agg, "serve-gpu-1", "host.kubelet_version") == "v1.31.2"
+    assert not [s for s in scrape(agg) if s[0] == "plumb_ingest_resyncs_total" and s[2]]
     history = agg.json("/v1/nodes/serve-gpu-1/history")
     assert any(
         h["path"] == "host.kubelet_version" and h["new"]["value"] == "v1.31.2" for h in history
