@@ -364,13 +364,19 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             self.on_facts(node)
         return True
 
-    def set_cluster_facts(self, name: str | None, facts: Mapping[str, wire.Reading] | None) -> None:
-        """Overlay what the cluster says of node `name` (every node when None) on its facts.
+    def set_cluster_facts(
+        self,
+        name: str | None,
+        facts: Mapping[str, wire.Reading] | None,
+        fill: Mapping[str, wire.Reading] | None = None,
+    ) -> None:
+        """Overlay what the cluster says of node `name` (every node when None) on its facts;
+        `fill` facts only where the agent has no reading (LiveState.merged).
 
         The changes are stored and re-evaluated like an agent's; a node no agent reported yet
         gets them with its first facts.
         """
-        self._state.set_cluster_facts(name, facts)
+        self._state.set_cluster_facts(name, facts, fill)
         nodes = list(self._state.nodes()) if name is None else [self._state.get(name)]
         for node in nodes:
             if node is None or not node.facts:

@@ -114,6 +114,7 @@ class LiveState:
         # Facts the cluster gives every node, and each node's own (from its Node object).
         self._cluster_wide: dict[str, Reading] = {}
         self._cluster: dict[str, dict[str, Reading]] = {}
+        self._fill: dict[str, dict[str, Reading]] = {}
         self.generation = 0
 
     def __contains__(self, name: str) -> bool:
@@ -149,18 +150,33 @@ class LiveState:
         return node
 
     def merged(self, name: str, reported: dict[str, Reading]) -> dict[str, Reading]:
-        """`reported` overlaid with the cluster's facts of node `name`; the cluster wins, since
-        the API server, not the host, is the authority on kubelet, labels and workloads."""
+        """`reported` overlaid with the cluster's facts of node `name`. The cluster wins (the
+        API server is the authority on kubelet, labels and workloads), except for its `fill`
+        facts, which only stand in where the agent has no ok reading of its own."""
         own = self._cluster.get(name)
-        if not own and not self._cluster_wide:
+        fill = self._fill.get(name)
+        if not own and not fill and not self._cluster_wide:
             return reported
-        return {**reported, **self._cluster_wide, **(own or {})}
+        out = {**reported, **self._cluster_wide, **(own or {})}
+        for path, reading in (fill or {}).items():
+            held = reported.get(path)
+            if held is None or held.status != "ok":
+                out[path] = reading
+        return out
 
-    def set_cluster_facts(self, name: str | None, facts: Mapping[str, Reading] | None) -> None:
-        """Replace the cluster's facts of node `name` (every node when None); None clears."""
+    def set_cluster_facts(
+        self,
+        name: str | None,
+        facts: Mapping[str, Reading] | None,
+        fill: Mapping[str, Reading] | None = None,
+    ) -> None:
+        """Replace the cluster's facts of node `name` (every node when None), and the ones
+        that only `fill` the agent's gaps; None clears them."""
         if name is None:
             self._cluster_wide = dict(facts or {})
-        elif facts:
-            self._cluster[name] = dict(facts)
-        else:
-            self._cluster.pop(name, None)
+            return
+        for target, given in ((self._cluster, facts), (self._fill, fill)):
+            if given:
+                target[name] = dict(given)
+            else:
+                target.pop(name, None)

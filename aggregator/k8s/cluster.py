@@ -14,6 +14,7 @@ import logging
 import socket
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from kubernetes import client
 
@@ -27,8 +28,19 @@ from plumb.facts import Reading
 
 log = logging.getLogger(__name__)
 
-# Publishes the cluster's facts of one node (None: of every node); None facts clear them.
-Publish = Callable[[str | None, Mapping[str, Reading] | None], None]
+
+class Publish(Protocol):
+    """Publishes the cluster's facts of one node (None: of every node), and those that only
+    fill the agent's gaps; None clears them (Ingest.set_cluster_facts)."""
+
+    def __call__(
+        self,
+        name: str | None,
+        facts: Mapping[str, Reading] | None,
+        fill: Mapping[str, Reading] | None = None,
+    ) -> None: ...
+
+
 # Counts a failed round of one of the loops (watch, discovery, node writes).
 CountError = Callable[[str], None]
 
@@ -81,7 +93,7 @@ class Cluster:
 
     async def _node_changed(self, info: NodeInfo) -> None:
         self.nodes.add(info.name)
-        self._publish(info.name, node_facts(info))
+        self._publish(info.name, *node_facts(info))
 
     async def _node_deleted(self, name: str) -> None:
         self.nodes.discard(name)

@@ -78,14 +78,23 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
     )
 
 
-def node_facts(info: NodeInfo) -> dict[str, Reading]:
-    """The facts a NodeInfo adds to the node's: its flat facts, and its GPU labels sorted by
-    name as `cluster.labels[i].name` / `.value` (label names are not fact path segments)."""
+# The agent reads these from the host itself (the Node says `amd64` where the host says
+# `x86_64`); the Node's copy only fills in where the agent has none.
+HOST_MEASURED = frozenset(
+    {"host.kernel", "host.architecture", "host.boot_id", "host.os_pretty_name"}
+)
+
+
+def node_facts(info: NodeInfo) -> tuple[dict[str, Reading], dict[str, Reading]]:
+    """(facts, fill) a NodeInfo adds to the node's: its flat facts, its GPU labels sorted by
+    name as `cluster.labels[i].name` / `.value` (label names are not fact path segments), and
+    apart the HOST_MEASURED facts, which only fill the agent's gaps."""
     facts = {path: Reading.ok(value) for path, value in info.facts.items()}
+    fill = {path: facts.pop(path) for path in HOST_MEASURED & facts.keys()}
     for i, (label, value) in enumerate(sorted(info.gpu_labels.items())):
         facts[f"cluster.labels[{i}].name"] = Reading.ok(label)
         facts[f"cluster.labels[{i}].value"] = Reading.ok(value)
-    return facts
+    return facts, fill
 
 
 OnChange = Callable[[NodeInfo], Awaitable[None]]

@@ -101,7 +101,11 @@ def test_node_labels_and_kubelet_version_reach_the_facts_within_a_second(
     )
     status = {
         "status": {
-            "nodeInfo": {"kubeletVersion": "v1.31.2", "containerRuntimeVersion": "cri-o://1.31.0"}
+            "nodeInfo": {
+                "kubeletVersion": "v1.31.2",
+                "containerRuntimeVersion": "cri-o://1.31.0",
+                "architecture": "amd64",
+            }
         }
     }
     core.patch_node_status("serve-gpu-1", status)
@@ -111,6 +115,8 @@ def test_node_labels_and_kubelet_version_reach_the_facts_within_a_second(
         what="a kubelet version change in the facts within 1 s",
     )
     assert fact(agg, "serve-gpu-1", "host.container_runtime") == "cri-o"
+    # What the agent reads from the host itself stays the agent's.
+    assert fact(agg, "serve-gpu-1", "host.architecture") == "x86_64"
     # The agent's deltas still apply to what it reported, not to the overlaid facts.
     agent.edit(lambda spec: spec["driver"].update(version="580.95.05"))
     until(lambda: fact(agg, "serve-gpu-1", "driver.driver_version") == "580.95.05")

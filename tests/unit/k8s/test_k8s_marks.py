@@ -1,4 +1,5 @@
-"""Pure parts of the Kubernetes side: image → component version, and the Node patches."""
+"""Pure parts of the Kubernetes side: image → component version, the Node patches, and how
+a Node's facts overlay the agent's."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from aggregator.k8s.components import (
     split_image,
 )
 from aggregator.k8s.node_writer import Condition, NodeMark, condition_patch, label_patch
+from aggregator.k8s.nodes import NodeInfo, node_facts
 from aggregator.recipes import load_catalog
+from aggregator.state import LiveState
+from plumb.facts import Reading
 
 CATALOG = load_catalog()
 ROWS = CATALOG.component_images
@@ -127,3 +131,32 @@ def test_a_condition_keeps_its_transition_time_until_its_status_changes():
     flipped = condition_patch(MARK, {"status": {"conditions": [{**before, "status": "True"}]}}, now)
     assert flipped["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-02T03:04:05Z"
     assert flipped["status"]["conditions"][0]["status"] == "False"
+
+
+def test_the_node_overrides_kubelet_but_only_fills_what_the_host_measures():
+    info = NodeInfo(
+        "gpu-1",
+        facts={
+            "host.kubelet_version": "v1.31.2",
+            "host.architecture": "amd64",
+            "host.kernel": "6.8",
+        },
+        gpu_labels={"nvidia.com/gpu.present": "true"},
+    )
+    state = LiveState()
+    state.set_cluster_facts("gpu-1", *node_facts(info))
+    reported = {
+        "host.kubelet_version": Reading.ok("v1.30.0"),
+        "host.architecture": Reading.ok("x86_64"),
+        "host.kernel": Reading.failed("cannot read osrelease"),
+    }
+    merged = state.merged("gpu-1", reported)
+    assert {p: r.value for p, r in merged.items()} == {
+        "host.kubelet_version": "v1.31.2",
+        "host.architecture": "x86_64",
+        "host.kernel": "6.8",
+        "cluster.labels[0].name": "nvidia.com/gpu.present",
+        "cluster.labels[0].value": "true",
+    }
+    state.set_cluster_facts("gpu-1", None)
+    assert state.merged("gpu-1", reported) is reported
