@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.engine import make_url
 
@@ -21,7 +22,7 @@ from aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
 from aggregator.errors import InvalidInput, NotFound, Unavailable
 from aggregator.evaluation import Evaluator, pool_name
 from aggregator.ingest import Ingest, utcnow
-from aggregator.k8s import api_client, in_cluster
+from aggregator.k8s import Cluster, api_client, in_cluster, node_marks
 from aggregator.metrics import Metrics, build_registry, exposition
 from aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
 from aggregator.settings import AggregatorSettings
@@ -53,6 +54,9 @@ class Core:
     metrics: Metrics | None = None
     # False from start-up until `restore` has hashed and evaluated the stored nodes.
     restored: bool = True
+
+    # The Kubernetes side; None outside a cluster without a kubeconfig (the demo).
+    cluster: Cluster | None = None
 
     def metrics_page(self) -> bytes:
         """The /metrics page: registry families and the cached per-node series."""
@@ -257,6 +261,16 @@ class Core:
         self.restored = True
         log.info("state restored", extra={"nodes": len(pending)})
 
+    def replica(self) -> dict:
+        """This replica's part in the cluster: whether it watches Kubernetes and leads."""
+        if self.cluster is None:
+            return {"kubernetes": False, "leader": None, "identity": None}
+        return {
+            "kubernetes": True,
+            "leader": self.cluster.is_leader(),
+            "identity": self.cluster.identity,
+        }
+
     async def readiness(self) -> dict[str, bool]:
         """Which dependencies work right now, and whether restored nodes are evaluated yet;
         ready only when all are true."""
@@ -348,7 +362,23 @@ async def open_core(settings: AggregatorSettings) -> Core:
     metrics.nodes.watch(evaluator)
     ingest.on_facts = evaluator.node_changed
     log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})
-    validator = _validator(settings, catalog, state, evaluator, ingest, store)
+    api = _kube_api(settings)
+    cluster = None
+    if api is not None and settings.kubernetes.mode == "auto":
+        cluster = Cluster(
+            api,
+            settings,
+            catalog,
+            ingest.set_cluster_facts,
+            lambda: node_marks(state, evaluator, settings.kubernetes.agent_stale_s, utcnow()),
+            lambda loop: metrics.cluster.errors.labels(loop=loop).inc(),
+        )
+        metrics.cluster.watch(cluster.is_leader)
+    kube = None
+    if api is not None and settings.validation.kubernetes == "auto":
+        leader = cluster.is_leader if cluster is not None else _always
+        kube = Kube(api, settings.validation.namespace, leader=leader)
+    validator = _validator(settings, catalog, state, evaluator, ingest, store, kube)
     metrics.validation.watch(validator)
     return Core(
         settings,
@@ -363,6 +393,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
         validator,
         metrics,
         restored=not stored,
+        cluster=cluster,
     )
 
 
@@ -373,6 +404,7 @@ def _validator(
     evaluator: Evaluator,
     ingest: Ingest,
     store: Store,
+    kube: Kube | None,
 ) -> Validator:
     """Validation wired to the agents' streams (out and back) and to the store."""
 
@@ -396,26 +428,28 @@ def _validator(
         grace_s=v.grace_s,
         default_deadline_s=v.default_deadline_s,
         keep_runs=v.keep_runs,
-        kube=_kube(settings),
+        kube=kube,
     )
     ingest.on_check_result = validator.check_result
     ingest.on_stream_closed = validator.stream_closed
     return validator
 
 
-def _kube(settings: AggregatorSettings) -> Kube | None:
-    """The Kubernetes checks' client: auth.kubeconfig, else in cluster; None where neither."""
-    if settings.validation.kubernetes == "off":
-        return None
+def _kube_api(settings: AggregatorSettings) -> ApiClient | None:
+    """The process's Kubernetes client: auth.kubeconfig, else in cluster; None where neither,
+    or where it cannot be configured (logged: the Kubernetes side and checks are off)."""
     kubeconfig = settings.auth.kubeconfig
     if kubeconfig is None and not in_cluster():
-        return None  # not in a cluster and no kubeconfig: the checks are skipped
+        return None  # not in a cluster and no kubeconfig: the demo, a lab
     try:
-        api = api_client(kubeconfig)
+        return api_client(kubeconfig)
     except Unavailable as exc:
-        log.warning("Kubernetes checks disabled", extra={"error": str(exc)})
+        log.warning("Kubernetes side disabled", extra={"error": str(exc), "hint": exc.hint})
         return None
-    return Kube(api, settings.validation.namespace)
+
+
+def _always() -> bool:
+    return True
 
 
 def _redact(url: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -266,12 +266,10 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         limits.check_full(full, session.seq if session.has_facts else None, self._settings)
         digest = limits.digest("FullFacts", full.content_sha256)
         held = self._state.get(session.node)
-        if held is not None:
-            held.ensure_hash()  # a restored node may not be hashed yet
-        if held is not None and held.facts and digest == held.content_hash:
+        if held is not None and held.resent_by(digest):
             # A reconnect resending what is held: the hash says the facts are equal, so skip
             # parsing them (most of a reconnect storm's cost); nothing of the payload is kept.
-            flat = held.facts
+            flat = held.reported
         else:
             try:
                 flat = wire.flatten(full.facts)
@@ -302,7 +300,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                         f"removed path longer than {wire.MAX_PATH_CHARS}", reason="string_too_long"
                     )
             node = self._state.node(session.node, self._clock())
-            new = wire.apply_delta(node.facts, changed, list(delta.removed))
+            new = wire.apply_delta(node.reported, changed, list(delta.removed))
         except wire.FactsError as exc:
             raise limits.malformed("FactsDelta", exc) from exc
         if delta.seq != session.seq + 1:
@@ -356,10 +354,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         # A node's very first facts are its starting point, not a change: they go to the facts
         # table but not to the history, which would otherwise hold every fact of every node.
         starting = not node.facts
-        changed, removed = wire.diff(node.facts, new)
-        changes = tuple(Change(p, node.facts.get(p), r) for p, r in changed.items()) + tuple(
-            Change(p, node.facts[p], None) for p in removed
-        )
+        merged = self._state.merged(session.node, new)
+        changes = _changes(node.facts, merged)
         update = NodeUpdate(
             node=session.node,
             at=now,
@@ -374,7 +370,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             )
         if not self._writer.submit(update):
             return False
-        node.facts, node.content_hash, node.seq, node.last_report_at = new, digest, seq, now
+        node.facts, node.reported, node.content_hash = merged, new, digest
+        node.reported_verified = True
+        node.seq, node.last_report_at = seq, now
         if first:
             node.connected, node.session_id = True, session.id
             node.boot_id, node.agent_version = session.boot_id, session.agent_version
@@ -383,6 +381,37 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             self.on_facts(node)
         return True
 
+    def set_cluster_facts(
+        self,
+        name: str | None,
+        facts: Mapping[str, wire.Reading] | None,
+        fill: Mapping[str, wire.Reading] | None = None,
+    ) -> None:
+        """Overlay what the cluster says of node `name` (every node when None) on its facts;
+        `fill` facts only where the agent has no reading (LiveState.merged).
+
+        The changes are stored and re-evaluated like an agent's; a node no agent reported yet
+        gets them with its first facts.
+        """
+        self._state.set_cluster_facts(name, facts, fill)
+        nodes = list(self._state.nodes()) if name is None else [self._state.get(name)]
+        for node in nodes:
+            if node is None or not node.facts:
+                continue
+            merged = self._state.merged(node.name, node.reported)
+            changes = _changes(node.facts, merged)
+            if not changes:
+                continue
+            if not self._writer.submit(
+                NodeUpdate(node=node.name, at=self._clock(), changes=changes)
+            ):
+                # Memory keeps what the store has; the next cluster event or report retries.
+                log.warning("store queue full, cluster facts deferred", extra={"node": node.name})
+                continue
+            node.facts = merged
+            self._state.changed()
+            self.on_facts(node)
+
     def _store_full(self, session: Session) -> agent_pb2.ConnectResponse:
         log.warning("store queue full, facts refused", extra={"node": session.node})
         return self._resync(session, "store_full", "the aggregator's write queue is full")
@@ -390,6 +419,16 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _submit(self, update: NodeUpdate) -> None:
         if not self._writer.submit(update):
             log.warning("store queue full, update dropped", extra={"node": update.node})
+
+
+def _changes(
+    old: Mapping[str, wire.Reading], new: Mapping[str, wire.Reading]
+) -> tuple[Change, ...]:
+    """The store's change rows from `old` facts to `new`."""
+    changed, removed = wire.diff(old, new)
+    return tuple(Change(p, old.get(p), r) for p, r in changed.items()) + tuple(
+        Change(p, old[p], None) for p in removed
+    )
 
 
 def _bearer(metadata: tuple | None) -> str | None:

@@ -6,7 +6,7 @@ Each aggregator builds its own CollectorRegistry, so tests never share one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from aggregator.validation import ValidationRun, Validator
 
 __all__ = [
+    "ClusterMetrics",
     "DriftMetrics",
     "IngestMetrics",
     "Metrics",
@@ -363,6 +364,32 @@ class ValidationMetrics(Collector):
         yield ratio
 
 
+class ClusterMetrics(Collector):
+    """The Kubernetes side: whether this replica leads, and its loops' failed rounds."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.errors = Counter(
+            "plumb_kubernetes_errors",
+            "Failed rounds of the Kubernetes loops (discovery, node_write), retried next round.",
+            ["loop"],
+            registry=registry,
+        )
+        self._is_leader: Callable[[], bool] | None = None
+        registry.register(self)
+
+    def watch(self, is_leader: Callable[[], bool]) -> None:
+        self._is_leader = is_leader
+
+    def collect(self) -> Iterator[Metric]:
+        if self._is_leader is None:
+            return  # no Kubernetes side: no leadership to report
+        yield GaugeMetricFamily(
+            "plumb_leader",
+            "1 while this replica holds the Lease and does the cluster-wide work, else 0.",
+            value=1.0 if self._is_leader() else 0.0,
+        )
+
+
 @dataclass(frozen=True)
 class Metrics:
     """The instruments other modules count with."""
@@ -371,6 +398,7 @@ class Metrics:
     drift: DriftMetrics
     validation: ValidationMetrics
     nodes: NodeSeries
+    cluster: ClusterMetrics
 
 
 def build_registry(state: LiveState, writer: Writer) -> tuple[CollectorRegistry, Metrics]:
@@ -386,6 +414,7 @@ def build_registry(state: LiveState, writer: Writer) -> tuple[CollectorRegistry,
         DriftMetrics(registry, state),
         ValidationMetrics(registry),
         NodeSeries(state),
+        ClusterMetrics(registry),
     )
 
 

@@ -37,6 +37,12 @@ async def _serve_http(http: uvicorn.Server) -> None:
         pass  # uvicorn has logged why; serve() sees `started` is False
 
 
+async def _cancel(task: asyncio.Task | None) -> None:
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 def split_listen(addr: str) -> tuple[str, int]:
     """'HOST:PORT' (or '[::1]:PORT') as (host, port)."""
     host, _, port = addr.rpartition(":")
@@ -89,6 +95,10 @@ async def serve(settings: AggregatorSettings) -> None:
             hint="is another `plumb serve` running? pick a free --grpc-listen address",
         ) from exc
     await server.start()
+    # Nodes, components and the Lease (aggregator/k8s/cluster.py); None for the demo.
+    cluster_task = (
+        asyncio.create_task(core.cluster.run(), name="kubernetes") if core.cluster else None
+    )
 
     host, port = split_listen(settings.http_listen)
     http = _EmbeddedUvicorn(
@@ -123,6 +133,7 @@ async def serve(settings: AggregatorSettings) -> None:
     restore_task.cancel()
     await asyncio.gather(restore_task, return_exceptions=True)
     if http_task.done() and not http.started:
+        await _cancel(cluster_task)
         await server.stop(0)
         raise Unavailable(
             f"cannot serve HTTP on {settings.http_listen}",
@@ -130,6 +141,7 @@ async def serve(settings: AggregatorSettings) -> None:
         )
 
     log.info("aggregator stopping")
+    await _cancel(cluster_task)  # first: releasing the Lease lets another replica lead at once
     core.ingest.close_all()
     await server.stop(_GRACE_S)
     http.should_exit = True

@@ -138,6 +138,41 @@ class TlsSettings(BaseModel):
         return self.cert_file is not None
 
 
+class KubernetesSettings(BaseModel):
+    """The aggregator's Kubernetes side (aggregator/k8s/cluster.py): on when in a cluster or
+    given `auth.kubeconfig`, the one kubeconfig of the process; off for the embedded demo."""
+
+    mode: Literal["auto", "off"] = "auto"
+    # The Lease the replicas campaign for; lives in the aggregator's namespace (`namespace`).
+    lease_name: str = "plumb-aggregator"
+    # client-go's defaults: a dead leader is replaced within lease_duration_s of its last
+    # renewal; a leader that cannot renew for renew_deadline_s stops its cluster-wide work.
+    lease_duration_s: float = Field(15.0, gt=0)
+    renew_deadline_s: float = Field(10.0, gt=0)
+    retry_period_s: float = Field(2.0, gt=0)
+    # Opt-in: the leader writes plumb.dev/recipe and plumb.dev/drift labels and the
+    # GpuStackDrift and PlumbAgentDown node conditions.
+    write_nodes: bool = False
+    # How often the leader compares what nodes should carry with what it last wrote; a
+    # drift change reaches the Node within this, and an unchanged node costs no API call.
+    write_interval_s: float = Field(2.0, gt=0)
+    # PlumbAgentDown turns True when the agent's stream is closed, or silent for this long
+    # (two of the agent's 30 s heartbeats plus the idle timeout's margin).
+    agent_stale_s: float = Field(90.0, gt=0)
+    # Component discovery re-lists the GPU stack's workloads this often; an upgrade of the
+    # GPU Operator takes minutes, so a minute's delay is invisible.
+    discovery_interval_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _lease_timing(self) -> KubernetesSettings:
+        if not self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
+            raise ValueError(
+                "kubernetes: need retry_period_s < renew_deadline_s < lease_duration_s, so a "
+                "leader steps down before another replica may take over"
+            )
+        return self
+
+
 class AggregatorSettings(BaseSettings):
     """Everything `plumb serve` can be told."""
 
@@ -158,6 +193,11 @@ class AggregatorSettings(BaseSettings):
     api: ApiSettings = ApiSettings()
     tls: TlsSettings = TlsSettings()
     validation: ValidationSettings = ValidationSettings()
+    kubernetes: KubernetesSettings = KubernetesSettings()
+    # The pod's namespace and name, as the chart sets them (downward API): the Lease lives in
+    # the namespace, and the pod name identifies this replica in it.
+    namespace: str = "default"
+    pod_name: str | None = None
     # PLUMB_VALIDATION_NAMESPACE, as the chart sets it: overrides validation.namespace.
     validation_namespace: str | None = None
 

@@ -1,8 +1,10 @@
 """The live snapshot: every node's current facts and connection, in memory, keyed by name.
 
 Ingest is the only writer (one task per stream, so a node's updates apply in order);
-the API and metrics read it. `generation` increases on every change so readers can
-cache whatever they derive from it.
+the API and metrics read it. A node's `facts` are what its agent reported (`reported`, which
+its content hash covers) overlaid with what the cluster says of it (the Node object, the GPU
+stack's workloads), so recipes and drift see both. `generation` increases on every change so
+readers can cache whatever they derive from it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ class NodeState:
 
     name: str
     facts: dict[str, Reading] = field(default_factory=dict)
+    # The agent's own facts, which `content_hash` covers and its deltas apply to.
+    reported: dict[str, Reading] = field(default_factory=dict)
     content_hash: str = ""
+    # False for a node restored from the store: its stored facts may carry an earlier
+    # cluster overlay, so `reported` is checked against the hash before a resend relies on it.
+    reported_verified: bool = True
     seq: int = 0
     connected: bool = False
     session_id: str | None = None
@@ -42,6 +49,15 @@ class NodeState:
         """Set `content_hash` from the facts if it is unset (a node restored from the store)."""
         if self.facts and not self.content_hash:
             self.content_hash = content_hash(self.facts)
+
+    def resent_by(self, digest: str) -> bool:
+        """Whether a FullFacts hashed `digest` repeats `reported`, so it need not be parsed."""
+        self.ensure_hash()
+        if not self.reported or digest != self.content_hash:
+            return False
+        if not self.reported_verified:
+            self.reported_verified = content_hash(self.reported) == digest
+        return self.reported_verified
 
     def derived(self, key: str, compute: Callable[[NodeState], T]) -> T:
         """`compute(self)`, cached until the node's facts are replaced (lists, scrapes)."""
@@ -112,6 +128,10 @@ class LiveState:
 
     def __init__(self) -> None:
         self._nodes: dict[str, NodeState] = {}
+        # Facts the cluster gives every node, and each node's own (from its Node object).
+        self._cluster_wide: dict[str, Reading] = {}
+        self._cluster: dict[str, dict[str, Reading]] = {}
+        self._fill: dict[str, dict[str, Reading]] = {}
         self.generation = 0
 
     def __contains__(self, name: str) -> bool:
@@ -143,8 +163,46 @@ class LiveState:
 
         Without a stored content hash, `NodeState.ensure_hash` computes it when first needed.
         """
-        node = NodeState(name=name, facts=dict(facts), **attrs)  # type: ignore[arg-type]
+        node = NodeState(
+            name=name,
+            facts=dict(facts),
+            reported=dict(facts),
+            reported_verified=False,
+            **attrs,  # type: ignore[arg-type]
+        )
         node.connected = False
         self._nodes[name] = node
         self.changed()
         return node
+
+    def merged(self, name: str, reported: dict[str, Reading]) -> dict[str, Reading]:
+        """`reported` overlaid with the cluster's facts of node `name`. The cluster wins (the
+        API server is the authority on kubelet, labels and workloads), except for its `fill`
+        facts, which only stand in where the agent has no ok reading of its own."""
+        own = self._cluster.get(name)
+        fill = self._fill.get(name)
+        if not own and not fill and not self._cluster_wide:
+            return reported
+        out = {**reported, **self._cluster_wide, **(own or {})}
+        for path, reading in (fill or {}).items():
+            held = reported.get(path)
+            if held is None or held.status != "ok":
+                out[path] = reading
+        return out
+
+    def set_cluster_facts(
+        self,
+        name: str | None,
+        facts: Mapping[str, Reading] | None,
+        fill: Mapping[str, Reading] | None = None,
+    ) -> None:
+        """Replace the cluster's facts of node `name` (every node when None), and the ones
+        that only `fill` the agent's gaps; None clears them."""
+        if name is None:
+            self._cluster_wide = dict(facts or {})
+            return
+        for target, given in ((self._cluster, facts), (self._fill, fill)):
+            if given:
+                target[name] = dict(given)
+            else:
+                target.pop(name, None)

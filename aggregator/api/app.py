@@ -73,7 +73,11 @@ def create_app(core: Core) -> FastAPI:
         ready = all(checks.values())
         return JSONResponse(
             status_code=200 if ready else 503,
-            content={"status": "ok" if ready else "degraded", "checks": checks},
+            content={
+                "status": "ok" if ready else "degraded",
+                "checks": checks,
+                "replica": core.replica(),
+            },
         )
 
     # Public for Prometheus unless PLUMB_API__PUBLIC_METRICS=false.

@@ -11,15 +11,19 @@ candidates cannot both win a takeover.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client, dynamic
+from kubernetes import client
 
 log = logging.getLogger(__name__)
+
+# One Lease read or write; a round is abandoned after twice the retry period anyway.
+_TIMEOUT_S = 5
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,9 @@ class LeaderElector:
         identity: str,
         timing: LeaseTiming = LeaseTiming(),
     ):
-        self._leases = dynamic.DynamicClient(api).resources.get(
-            api_version="coordination.k8s.io/v1", kind="Lease"
-        )
+        # Typed calls with JSON bodies: no discovery round trips at start-up, and MicroTimes
+        # stay the strings the API server wants (the models would re-format them).
+        self._leases = client.CoordinationV1Api(api)
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -61,6 +65,13 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._last_renew = 0.0
+
+    def _get(self) -> dict[str, Any]:
+        """The Lease as the API serves it (JSON, MicroTimes as strings); ApiException 404."""
+        response = self._leases.read_namespaced_lease(
+            self.name, self.namespace, _preload_content=False, _request_timeout=_TIMEOUT_S
+        )
+        return json.loads(response.data)
 
     async def run(self) -> None:
         """Campaign, then renew, until cancelled; releases the Lease when cancelled as leader."""
@@ -95,19 +106,19 @@ class LeaderElector:
     def holder(self) -> str | None:
         """The current holder's identity, as stored (blocking; for tests and status pages)."""
         try:
-            lease = self._leases.get(name=self.name, namespace=self.namespace)
+            lease = self._get()
         except client.ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return (lease.to_dict().get("spec") or {}).get("holderIdentity")
+        return (lease.get("spec") or {}).get("holderIdentity")
 
     def _try_acquire_or_renew(self) -> bool:
         """One round; True when this replica holds the Lease afterwards."""
         now = datetime.now(UTC)
         duration = max(1, round(self.timing.lease_duration_s))
         try:
-            lease = self._leases.get(name=self.name, namespace=self.namespace).to_dict()
+            lease = self._get()
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
@@ -152,9 +163,13 @@ class LeaderElector:
     def _write(self, verb: str, body: dict[str, Any]) -> bool:
         try:
             if verb == "create":
-                self._leases.create(body=body, namespace=self.namespace)
+                self._leases.create_namespaced_lease(
+                    self.namespace, body, _request_timeout=_TIMEOUT_S
+                )
             else:
-                self._leases.replace(body=body, namespace=self.namespace)
+                self._leases.replace_namespaced_lease(
+                    self.name, self.namespace, body, _request_timeout=_TIMEOUT_S
+                )
         except client.ApiException as exc:
             if exc.status == 409:  # someone else wrote first: they win this round
                 return False
@@ -172,10 +187,12 @@ class LeaderElector:
     def _release(self) -> None:
         """Hand the Lease over at once on a clean shutdown: empty holder, 1 s duration."""
         try:
-            lease = self._leases.get(name=self.name, namespace=self.namespace).to_dict()
+            lease = self._get()
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             spec = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
-            self._leases.replace(body={**lease, "spec": spec}, namespace=self.namespace)
+            self._leases.replace_namespaced_lease(
+                self.name, self.namespace, {**lease, "spec": spec}, _request_timeout=_TIMEOUT_S
+            )
         except client.ApiException:
             log.warning("lease release failed", exc_info=True, extra={"lease": self.name})

@@ -21,6 +21,8 @@ from typing import Any
 
 from kubernetes import client, watch
 
+from plumb.facts import Reading
+
 log = logging.getLogger(__name__)
 
 # Labels that describe the node's GPUs and are worth carrying into its facts. Plumb reads
@@ -76,7 +78,28 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
     )
 
 
+# The agent reads these from the host itself (the Node says `amd64` where the host says
+# `x86_64`); the Node's copy only fills in where the agent has none.
+HOST_MEASURED = frozenset(
+    {"host.kernel", "host.architecture", "host.boot_id", "host.os_pretty_name"}
+)
+
+
+def node_facts(info: NodeInfo) -> tuple[dict[str, Reading], dict[str, Reading]]:
+    """(facts, fill) a NodeInfo adds to the node's: its flat facts, its GPU labels sorted by
+    name as `cluster.labels[i].name` / `.value` (label names are not fact path segments), and
+    apart the HOST_MEASURED facts, which only fill the agent's gaps."""
+    facts = {path: Reading.ok(value) for path, value in info.facts.items()}
+    fill = {path: facts.pop(path) for path in HOST_MEASURED & facts.keys()}
+    for i, (label, value) in enumerate(sorted(info.gpu_labels.items())):
+        facts[f"cluster.labels[{i}].name"] = Reading.ok(label)
+        facts[f"cluster.labels[{i}].value"] = Reading.ok(value)
+    return facts, fill
+
+
 OnChange = Callable[[NodeInfo], Awaitable[None]]
+# How long stopping waits for the watch thread to notice.
+_JOIN_S = 1.0
 OnDelete = Callable[[str], Awaitable[None]]
 
 
@@ -95,7 +118,7 @@ class NodeWatcher:
         self._core = client.CoreV1Api(api)
         self._on_change = on_change
         self._on_delete = on_delete
-        # A silent watch is re-opened this often; it also bounds how long stop() takes.
+        # A silent watch is re-opened this often.
         self._read_timeout_s = read_timeout_s
         self._queue_max = queue_max
         self._known: dict[str, NodeInfo] = {}
@@ -129,7 +152,9 @@ class NodeWatcher:
                     await self._on_delete(payload)
         finally:
             self._stop.set()
-            await asyncio.to_thread(thread.join, self._read_timeout_s + 5)
+            # The thread may sit in a silent watch until its read timeout; it is a daemon that
+            # returns at its next event, so shutdown (and the Lease's release) never waits on it.
+            await asyncio.to_thread(thread.join, _JOIN_S)
 
     def _emit(self, put: Callable[[tuple[str, Any]], None], node: Mapping[str, Any]) -> None:
         info = node_info(node)

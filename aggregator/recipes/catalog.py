@@ -55,6 +55,7 @@ class Catalog:
     gpus: tuple[schema.GpuRow, ...]
     known_bad: tuple[schema.KnownBadRow, ...]
     drift: DriftRules
+    component_images: tuple[schema.ComponentImageRow, ...] = ()
     checks: Checks = field(default_factory=lambda: Checks({}, {}))
     _by_name: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
     _by_pci: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
@@ -203,11 +204,14 @@ class _Loader:
         branches = self.read(knowledge / "driver_branches.yaml", schema.DriverBranchTable)
         gpus = self.read(knowledge / "gpus.yaml", schema.GpuTable)
         known_bad = self.read(knowledge / "known_bad.yaml", schema.KnownBadTable)
+        images = self.read(knowledge / "component_images.yaml", schema.ComponentImageTable)
         drift = self.read(self.root / "drift.yaml", DriftRules)
         checks = self.check_checks(self.read_dir("checks", CheckFile))
-        if None in (criteria, registry, cuda, branches, gpus, known_bad, drift) or self.problems:
+        loaded = (criteria, registry, cuda, branches, gpus, known_bad, images, drift)
+        if None in loaded or self.problems:
             raise self.error()
-        assert criteria and registry and cuda and branches and gpus and known_bad and drift
+        assert criteria and registry and cuda and branches and gpus and known_bad and images
+        assert drift
         components = self.check_registry(*registry)
         gpu_rows = gpus[0].rows
         allowed = {
@@ -231,6 +235,11 @@ class _Loader:
         self.check_unique_rows(cuda[1], "cuda", [(r.cuda,) for r in cuda[0].rows])
         self.check_unique_rows(branches[1], "branch", [(r.branch,) for r in branches[0].rows])
         self.check_unique_rows(known_bad[1], "name", [(r.name,) for r in known_bad[0].rows])
+        self.check_unique_rows(images[1], "component", [(r.component,) for r in images[0].rows])
+        for i, row in enumerate(images[0].rows):
+            if row.component not in components:
+                loc = ("rows", i, "component")
+                self.problem(images[1], loc, f"unknown component {row.component!r}")
         if self.problems:
             raise self.error()
         return Catalog(
@@ -245,6 +254,7 @@ class _Loader:
             gpus=gpu_rows,
             known_bad=known_bad[0].rows,
             drift=drift[0],
+            component_images=images[0].rows,
             checks=checks,
         )
 

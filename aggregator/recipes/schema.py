@@ -6,6 +6,7 @@ are checked by ``catalog``; these models check one document at a time.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -282,3 +283,34 @@ class GpuTable(Strict):
 class KnownBadTable(Strict):
     kind: Literal["KnownBadTable"]
     rows: tuple[KnownBadRow, ...]
+
+
+class ComponentImageRow(Strict):
+    """Container images that show a registry component running, and how a tag gives its version.
+
+    `images` are repository names without registry host or tag (`k8s-device-plugin`, or a
+    longer suffix such as `k8s/dcgm-exporter`), so mirrors and private registries match too.
+    """
+
+    component: str = Name
+    images: tuple[str, ...] = Field(min_length=1)
+    # The first group of this pattern, matched at the tag's start, is the version as the
+    # registry writes it (tags carry OS suffixes and a `v` that some registry versions lack).
+    version_pattern: str = r"(v?\d+(?:\.\d+)*)"
+    source: str
+
+    @field_validator("version_pattern")
+    @classmethod
+    def _one_group(cls, pattern: str) -> str:
+        try:
+            groups = re.compile(pattern).groups
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        if groups < 1:
+            raise ValueError("needs a group that captures the version")
+        return pattern
+
+
+class ComponentImageTable(Strict):
+    kind: Literal["ComponentImageTable"]
+    rows: tuple[ComponentImageRow, ...]

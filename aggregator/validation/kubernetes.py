@@ -41,6 +41,8 @@ class Kube:
     api: client.ApiClient
     namespace: str
     poll_s: float = 0.5
+    # Whether this replica holds the Lease: only the leader creates validation workloads.
+    leader: Callable[[], bool] = lambda: True
 
 
 def _condition(conditions: list[Any] | None, kind: str) -> Any | None:
@@ -80,6 +82,9 @@ def _job(name: str, check: CheckDef) -> client.V1Job:
 
 async def gpu_scheduling(kube: Kube, check: CheckDef) -> Verdict:
     """A Job requesting one GPU is scheduled and completes within the check's timeout."""
+    if not kube.leader():
+        why = "another replica holds the Lease and runs validation Jobs: ask the leader"
+        return "skip", why, {}
     batch, core = client.BatchV1Api(kube.api), client.CoreV1Api(kube.api)
     name = f"plumb-gpu-scheduling-{uuid.uuid4().hex[:8]}"
     ns = kube.namespace

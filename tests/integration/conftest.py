@@ -91,6 +91,8 @@ class Aggregator:
     extra_env: dict[str, str] = field(default_factory=dict)
     # The CA file to trust when extra_env turns TLS on (PLUMB_TLS__*): the URL is https then.
     ca_file: Path | None = None
+    # Seconds to wait for /readyz; more where start-up waits on other services.
+    start_timeout_s: float = 15.0
 
     @property
     def url(self) -> str:
@@ -131,7 +133,11 @@ class Aggregator:
             stderr=subprocess.STDOUT,
             env={**ENV, **self.access_env(), **self.extra_env},
         )
-        until(lambda: self.get("/readyz").status_code == 200, what="aggregator /readyz")
+        until(
+            lambda: self.get("/readyz").status_code == 200,
+            timeout=self.start_timeout_s,
+            what="aggregator /readyz",
+        )
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> int:

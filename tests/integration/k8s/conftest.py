@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import free_port
+from conftest import TRANSIENT, free_port
 from conftest import until as _until
 from helm_fixture import helm_path
 from kubernetes import client, config
@@ -40,7 +40,7 @@ START_TIMEOUT_S = 60.0
 def until(check: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
     """The integration tests' `until`, tolerating the API server's transient errors too."""
     return _until(
-        check, timeout, what, transient=(client.ApiException, KeyError, IndexError, OSError)
+        check, timeout, what, transient=(*TRANSIENT, client.ApiException, IndexError, OSError)
     )
 
 

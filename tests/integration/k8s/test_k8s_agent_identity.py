@@ -55,6 +55,7 @@ def aggregator_k8s(tmp_path, kubeconfig):
     agg = Aggregator(
         tmp_path,
         extra_env={"PLUMB_AUTH__MODE": "kubernetes", "PLUMB_AUTH__KUBECONFIG": str(kubeconfig)},
+        start_timeout_s=60,
     ).start()
     yield agg
     agg.stop()

@@ -31,6 +31,7 @@ ALL_ON: dict[str, Any] = {
         "replicas": 2,
         "database": {"postgres": {"existingSecret": "plumb-db", "secretKey": "url"}},
         "validationNamespace": "plumb-validation",
+        "nodeWrites": True,
         "podAnnotations": {"example.com/team": "gpu"},
     },
     "agent": {"runtimeClassName": "nvidia", "priorityClassName": "system-node-critical"},
