@@ -147,7 +147,7 @@ def test_killing_the_leader_hands_the_lease_over_within_its_duration(api, serve,
     # The follower leaves validation Jobs to the leader.
     start_agent(b, "failover-gpu", "dgx-h100")
     until(lambda: b.node("failover-gpu"), what="a node on the follower")
-    run = httpx.post(b.url + "/v1/validations", json={"checks": ["gpu-scheduling"]}, timeout=5)
+    run = b.post("/v1/validations", json={"checks": ["gpu-scheduling"]})
     assert run.status_code == 202, run.text
     result = until(
         lambda: (r := b.json(f"/v1/validations/{run.json()['id']}"))["state"] == "finished" and r,
