@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -64,6 +65,7 @@ class Base(DeclarativeBase):
 
 class NodeRow(Base):
     __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_changed_at", "changed_at"),)
 
     name: Mapped[str] = mapped_column(String(NODE_NAME_CHARS), primary_key=True)
     boot_id: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
@@ -71,6 +73,22 @@ class NodeRow(Base):
     connected: Mapped[bool] = mapped_column(Boolean)
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_report_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Replicas (0004): the replica holding the node's stream, or the last one that held it;
+    # the replica that last wrote the row and when (other replicas tail by `changed_at`);
+    # when its facts or baseline last changed (they reload the facts when this moves).
+    owner: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    content_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ReplicaRow(Base):
+    """One aggregator process sharing the database, and when it last said it was alive."""
+
+    __tablename__ = "replicas"
+
+    name: Mapped[str] = mapped_column(String(IDENTITY_CHARS), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class FactRow(Base):
@@ -113,6 +131,16 @@ class DriftFindingRow(Base):
     __table_args__ = (
         Index("ix_drift_findings_node_closed", "node", "closed_at"),
         Index("ix_drift_findings_opened", "opened_at"),
+        # Several replicas evaluate one node: the database keeps one open finding per key.
+        Index(
+            "ux_drift_findings_open",
+            "node",
+            "kind",
+            "component",
+            unique=True,
+            sqlite_where=text("closed_at IS NULL"),
+            postgresql_where=text("closed_at IS NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
