@@ -24,6 +24,7 @@ from aggregator.ingest import Ingest, utcnow
 from aggregator.k8s import api_client, in_cluster
 from aggregator.metrics import Metrics, build_registry, exposition
 from aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
+from aggregator.replicas import Replicas
 from aggregator.settings import AggregatorSettings
 from aggregator.state import LiveState, NodeState, NodeSummary
 from aggregator.store import HistoryEntry, Store, StoreError, Writer
@@ -50,6 +51,7 @@ class Core:
     recipes: ResolutionCache
     evaluator: Evaluator
     validator: Validator
+    replicas: Replicas
     metrics: Metrics | None = None
 
     def metrics_page(self) -> bytes:
@@ -286,7 +288,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
     """
     catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
     try:
-        store = await asyncio.to_thread(Store, settings.db)
+        store = await asyncio.to_thread(Store, settings.db, replica=settings.replica.name)
         stored = await asyncio.to_thread(store.load)
         open_findings, baselines = await asyncio.to_thread(store.load_drift)
     except StoreError as exc:
@@ -300,6 +302,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
             agent_version=n.agent_version,
             first_seen_at=n.first_seen_at,
             last_report_at=n.last_report_at,
+            owner=n.owner,
         )
         node.content_hash = wire.content_hash(node.facts)
     s = settings.store
@@ -308,7 +311,12 @@ async def open_core(settings: AggregatorSettings) -> Core:
     drift.restore(open_findings, baselines)
     registry, metrics = build_registry(state, writer)
     ingest = Ingest(
-        state, writer, settings.ingest, metrics.ingest, build_authenticator(settings.auth)
+        state,
+        writer,
+        settings.ingest,
+        metrics.ingest,
+        build_authenticator(settings.auth),
+        replica=settings.replica.name,
     )
     recipes = ResolutionCache(catalog)
     evaluator = Evaluator(
@@ -316,6 +324,19 @@ async def open_core(settings: AggregatorSettings) -> Core:
     )
     metrics.drift.watch(evaluator)
     metrics.nodes.watch(evaluator)
+    # SQLite is one process; on PostgreSQL other replicas may write the same database.
+    replicas = Replicas(
+        settings.replica,
+        tailing=make_url(settings.db).get_backend_name() == "postgresql",
+        idle_timeout_s=settings.ingest.idle_timeout_s,
+        store=store,
+        state=state,
+        evaluator=evaluator,
+        clock=utcnow,
+        loaded=stored,
+    )
+    metrics.nodes.exports = metrics.drift.exports = replicas.exports
+    metrics.drift.exports_cluster = replicas.exports_cluster
     ingest.on_facts = evaluator.node_changed
     for node in state.nodes():
         evaluator.node_changed(node)  # restored findings that still hold keep their timestamps
@@ -333,6 +354,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
         recipes,
         evaluator,
         validator,
+        replicas,
         metrics,
     )
 

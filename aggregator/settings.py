@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -63,6 +65,27 @@ class StoreSettings(BaseModel):
     linger_s: float = Field(0.05, ge=0)
 
 
+class ReplicaSettings(BaseModel):
+    """Several aggregators on one PostgreSQL (aggregator/replicas.py); unused on SQLite."""
+
+    # This process among the replicas: the chart sets the pod name. Host and pid by default,
+    # unique among processes on one machine.
+    name: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        min_length=1,
+        max_length=128,
+    )
+    # How often a replica reads the nodes the others changed: most of how stale its view of
+    # them can be (docs/replicas.md measures it), at one small query per second.
+    poll_interval_s: float = Field(1.0, gt=0)
+    # Rows stamped this long before the newest one seen are read again: covers clock skew
+    # between replicas and a transaction committing after a later-stamped one.
+    overlap_s: float = Field(5.0, ge=0)
+    # A replica not seen for this long is gone and its nodes' series move to another: ten
+    # missed polls, longer than a pause for garbage collection or a slow database.
+    alive_s: float = Field(10.0, gt=0)
+
+
 class RecipeSettings(BaseModel):
     """Where recipes come from and what the facts cannot say."""
 
@@ -110,6 +133,7 @@ class AggregatorSettings(BaseSettings):
     recipes: RecipeSettings = RecipeSettings()
     auth: AuthSettings = AuthSettings()
     validation: ValidationSettings = ValidationSettings()
+    replica: ReplicaSettings = ReplicaSettings()
     # PLUMB_VALIDATION_NAMESPACE, as the chart sets it: overrides validation.namespace.
     validation_namespace: str | None = None
 

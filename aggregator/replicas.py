@@ -1,0 +1,161 @@
+"""Several aggregator replicas on one PostgreSQL: each reads back what the others changed.
+
+The database is the shared truth. Each replica holds the nodes whose agents stream to it and
+writes them through its writer. Every `poll_interval_s` it reads the node rows the others
+wrote since its last poll (by `changed_at`, re-reading `overlap_s` back), takes their
+connection and last report, reloads facts and baseline where the content moved, and
+evaluates them like its own nodes, so recipes, drift and every read agree across replicas
+within about one poll. A remote node counts as connected while its row says so and its
+last report (heartbeats are written) is within the ingest idle timeout, so a replica killed
+outright does not leave its nodes connected forever.
+
+Drift findings both evaluate are stored once by the database (a unique index on open
+findings, store/drift.py); each replica then adopts the stored row, so ids and opening
+times agree too.
+
+Metrics come from one place, so Prometheus never double counts: a node's series (and its
+drift transitions) from its *exporter*, the replica holding or last holding its stream
+while that replica is alive, else the first live replica by name; cluster-wide series from
+the first live replica by name. Liveness is a row per replica, refreshed every poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from aggregator.evaluation import Evaluator
+from aggregator.settings import ReplicaSettings
+from aggregator.state import LiveState, NodeState
+from aggregator.store import Store, StoredNode, StoreError
+from plumb import facts as wire
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Replicas"]
+
+# Findings opened or closed within one poll's window: far more than any burst of drift.
+_FINDINGS_MAX = 100_000
+
+
+class Replicas:
+    """This replica's view of the others: the tail of their node writes, and who exports what.
+
+    With `tailing` False (SQLite: one process) nothing is read and this replica exports all.
+    """
+
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        *,
+        tailing: bool,
+        idle_timeout_s: float,
+        store: Store,
+        state: LiveState,
+        evaluator: Evaluator,
+        clock: Callable[[], datetime],
+        loaded: list[StoredNode],
+    ) -> None:
+        self.name = settings.name
+        self.tailing = tailing
+        self.alive: frozenset[str] = frozenset({self.name})
+        self._settings = settings
+        self._idle = timedelta(seconds=idle_timeout_s)
+        self._store = store
+        self._state = state
+        self._evaluator = evaluator
+        self._clock = clock
+        # What this replica holds of each node: the row's changed_at, the content's stamp.
+        self._seen = {n.name: n.changed_at for n in loaded}
+        self._content = {n.name: n.content_changed_at for n in loaded}
+        self._cursor = max((n.changed_at for n in loaded if n.changed_at), default=None)
+
+    @property
+    def leader(self) -> str:
+        """The first live replica by name: it exports cluster-wide series and orphaned nodes."""
+        return min(self.alive)
+
+    def exports(self, node: NodeState) -> bool:
+        """Whether this replica exports `node`'s series (see the module docstring)."""
+        if not self.tailing:
+            return True
+        owner = node.owner if node.owner in self.alive else None
+        return (owner or self.leader) == self.name
+
+    def exports_cluster(self) -> bool:
+        """Whether this replica exports the cluster-wide series."""
+        return not self.tailing or self.leader == self.name
+
+    async def run(self) -> None:
+        """Poll until cancelled (at once when not tailing); a failing database is logged and
+        retried at the next poll."""
+        if not self.tailing:
+            return
+        while True:
+            try:
+                await self.poll()
+            except StoreError as exc:
+                log.warning("reading other replicas' changes failed", extra={"error": str(exc)})
+            await asyncio.sleep(self._settings.poll_interval_s)
+
+    async def poll(self) -> None:
+        """Record this replica alive, then take in what the others changed since last time."""
+        now = self._clock()
+        seen = await asyncio.to_thread(self._store.see_replica, now)
+        window = timedelta(seconds=self._settings.alive_s)
+        self.alive = frozenset(n for n, at in seen.items() if now - at <= window) | {self.name}
+        overlap = timedelta(seconds=self._settings.overlap_s)
+        since = None if self._cursor is None else self._cursor - overlap
+        rows = await asyncio.to_thread(self._store.changed_nodes, since)
+        taken = [row for row in rows if self._take(row)]
+        reload = [row for row in taken if self._content.get(row.name) != row.content_changed_at]
+        if reload:
+            await self._reload(reload)
+        findings = await asyncio.to_thread(self._store.findings, since=since, limit=_FINDINGS_MAX)
+        self._evaluator.drift.adopt(findings)
+        if self._expire(now) or taken:
+            self._state.changed()
+
+    def _take(self, row: StoredNode) -> bool:
+        """Apply a row another replica changed to the live state; False when skipped."""
+        if row.changed_at is not None and (self._cursor is None or row.changed_at > self._cursor):
+            self._cursor = row.changed_at
+        node = self._state.get(row.name)
+        held = node is not None and node.connected and node.owner == self.name
+        if row.changed_by == self.name or held or self._seen.get(row.name) == row.changed_at:
+            return False
+        self._seen[row.name] = row.changed_at
+        if node is None:
+            node = self._state.node(row.name, row.first_seen_at)
+        node.owner, node.connected = row.owner, row.connected
+        node.boot_id, node.agent_version = row.boot_id, row.agent_version
+        node.last_report_at = row.last_report_at
+        return True
+
+    async def _reload(self, rows: list[StoredNode]) -> None:
+        """Load the facts and baselines of `rows` and evaluate those nodes."""
+        names = [row.name for row in rows]
+        facts, baselines = await asyncio.to_thread(self._store.contents, names)
+        for row in rows:
+            node = self._state.get(row.name)
+            if node is None or (node.connected and node.owner == self.name):
+                continue  # its agent connected here while the facts were read
+            self._content[row.name] = row.content_changed_at
+            node.facts = facts[row.name]
+            node.content_hash = wire.content_hash(node.facts)
+            if row.name in baselines:
+                self._evaluator.drift.baselines[row.name] = baselines[row.name]
+            if node.facts:
+                self._evaluator.node_changed(node)
+        log.debug("took other replicas' changes", extra={"nodes": len(rows)})
+
+    def _expire(self, now: datetime) -> bool:
+        """Disconnect remote nodes whose last report is older than the idle timeout."""
+        expired = False
+        for node in self._state.nodes():
+            if node.connected and node.owner != self.name:
+                if node.last_report_at is None or now - node.last_report_at > self._idle:
+                    node.connected, expired = False, True
+        return expired
