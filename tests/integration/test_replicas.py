@@ -21,14 +21,18 @@ NODES = ("h100-0", "h100-1", "h100-2")
 @pytest.fixture
 def replicas(tmp_path: Path, pg_url: str) -> Iterator[tuple[DbAggregator, DbAggregator]]:
     started = []
-    for name in ("replica-a", "replica-b"):
-        workdir = tmp_path / name
-        workdir.mkdir()
-        env = {"PLUMB_REPLICA__NAME": name}
-        started.append(DbAggregator(workdir, database=pg_url, extra_env=env).start())
-    yield started[0], started[1]
-    for agg in started:
-        agg.stop()
+    try:
+        for name in ("replica-a", "replica-b"):
+            workdir = tmp_path / name
+            workdir.mkdir()
+            agg = DbAggregator(workdir, database=pg_url, extra_env={"PLUMB_REPLICA__NAME": name})
+            started.append(agg)
+            agg.start()
+        yield started[0], started[1]
+    finally:
+        for agg in started:
+            if agg.proc is not None:
+                agg.stop()
 
 
 def _views(a: DbAggregator, b: DbAggregator, path: str, **params) -> object:
@@ -59,9 +63,11 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
     a, b = replicas
     agents = [start_agent(a, NODES[0]), start_agent(a, NODES[1]), start_agent(b, NODES[2])]
     nodes = until(
-        lambda: (rows := _views(a, b, "/v1/nodes"))
-        and [n["name"] for n in rows if n["connected"]] == list(NODES)
-        and rows,
+        lambda: (
+            (rows := _views(a, b, "/v1/nodes"))
+            and [n["name"] for n in rows if n["connected"]] == list(NODES)
+            and rows
+        ),
         what="both replicas listing every node connected",
     )
     assert {n["driver_version"] for n in nodes} == {"580.173.02"}
@@ -71,10 +77,12 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
     # A drift on a node of replica a: both replicas evaluate it (and its pool) and agree.
     agents[0].edit(lambda spec: spec["driver"].update(version=OUTSIDE_RECIPE))
     found = until(
-        lambda: (f := _views(a, b, "/v1/drift"))
-        and {(x["node"], x["kind"]) for x in f}
-        >= {(NODES[0], "recipe"), (NODES[0], "baseline"), (NODES[0], "pool")}
-        and f,
+        lambda: (
+            (f := _views(a, b, "/v1/drift"))
+            and {(x["node"], x["kind"]) for x in f}
+            >= {(NODES[0], "recipe"), (NODES[0], "baseline"), (NODES[0], "pool")}
+            and f
+        ),
         what="the same findings on both replicas",
     )
     rows = _open_rows(pg_url)
@@ -84,8 +92,7 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
     # Each node's series from the replica holding its stream; pool gauges from one replica.
     assert _node_series(a) == {NODES[0], NODES[1]} and _node_series(b) == {NODES[2]}
     pools = [
-        sum(1 for name, *_ in scrape(agg) if name == "plumb_pool_driver_versions")
-        for agg in (a, b)
+        sum(1 for name, *_ in scrape(agg) if name == "plumb_pool_driver_versions") for agg in (a, b)
     ]
     assert pools[0] > 0 and pools[1] == 0  # replica-a is first by name
 
@@ -93,8 +100,10 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
     agents[2].proc.terminate()
     agents[2].proc.wait(10)
     until(
-        lambda: (rows := _views(a, b, "/v1/nodes"))
-        and [n["name"] for n in rows if not n["connected"]] == [NODES[2]],
+        lambda: (
+            (rows := _views(a, b, "/v1/nodes"))
+            and [n["name"] for n in rows if not n["connected"]] == [NODES[2]]
+        ),
         what="both replicas showing the stopped agent disconnected",
     )
     assert _node_series(b) == {NODES[2]}  # b held it last and is alive: still b's series
