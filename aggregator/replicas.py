@@ -109,42 +109,57 @@ class Replicas:
         overlap = timedelta(seconds=self._settings.overlap_s)
         since = None if self._cursor is None else self._cursor - overlap
         rows = await asyncio.to_thread(self._store.changed_nodes, since)
-        taken = [row for row in rows if self._take(row)]
-        reload = [row for row in taken if self._content.get(row.name) != row.content_changed_at]
+        fresh = [row for row in rows if self._fresh(row)]
+        for row in fresh:
+            self._take(row)
+        reload = [row for row in fresh if self._content.get(row.name) != row.content_changed_at]
         if reload:
             await self._reload(reload)
-        findings = await asyncio.to_thread(self._store.findings, since=since, limit=_FINDINGS_MAX)
-        self._evaluator.drift.adopt(findings)
-        if self._expire(now) or taken:
+        if since is not None:  # at start the engine holds the stored rows already
+            found = await asyncio.to_thread(self._store.findings, since=since, limit=_FINDINGS_MAX)
+            self._evaluator.drift.adopt(found)
+        if self._expire(now) or fresh:
             self._state.changed()
 
-    def _take(self, row: StoredNode) -> bool:
-        """Apply a row another replica changed to the live state; False when skipped."""
+    def _fresh(self, row: StoredNode) -> bool:
+        """Whether another replica wrote `row` since this one last took it; moves the cursor."""
         if row.changed_at is not None and (self._cursor is None or row.changed_at > self._cursor):
             self._cursor = row.changed_at
-        node = self._state.get(row.name)
-        held = node is not None and node.connected and node.owner == self.name
-        if row.changed_by == self.name or held or self._seen.get(row.name) == row.changed_at:
+        if row.changed_by == self.name or self._seen.get(row.name) == row.changed_at:
             return False
         self._seen[row.name] = row.changed_at
-        if node is None:
-            node = self._state.node(row.name, row.first_seen_at)
+        return True
+
+    def _held(self, name: str) -> bool:
+        """Whether the node's agent streams to this replica: its memory is the truth then."""
+        node = self._state.get(name)
+        return node is not None and node.connected and node.owner == self.name
+
+    def _take(self, row: StoredNode) -> None:
+        """Take the connection and identity of a node another replica wrote."""
+        if self._held(row.name):
+            return
+        node = self._state.get(row.name) or self._state.node(row.name, row.first_seen_at)
         node.owner, node.connected = row.owner, row.connected
         node.boot_id, node.agent_version = row.boot_id, row.agent_version
         node.last_report_at = row.last_report_at
-        return True
 
     async def _reload(self, rows: list[StoredNode]) -> None:
-        """Load the facts and baselines of `rows` and evaluate those nodes."""
+        """Load the facts and baselines of `rows` and evaluate those nodes.
+
+        A node streaming here keeps its facts and takes only the baseline: another replica
+        may have accepted one for it (POST .../baseline goes to any replica).
+        """
         names = [row.name for row in rows]
         facts, baselines = await asyncio.to_thread(self._store.contents, names)
         for row in rows:
             node = self._state.get(row.name)
-            if node is None or (node.connected and node.owner == self.name):
-                continue  # its agent connected here while the facts were read
+            if node is None:
+                continue
             self._content[row.name] = row.content_changed_at
-            node.facts = facts[row.name]
-            node.content_hash = wire.content_hash(node.facts)
+            if not self._held(row.name):
+                node.facts = facts[row.name]
+                node.content_hash = wire.content_hash(node.facts)
             if row.name in baselines:
                 self._evaluator.drift.baselines[row.name] = baselines[row.name]
             if node.facts:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from conftest import scrape, until
 from faults.conftest import DbAggregator
@@ -95,6 +96,17 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
         sum(1 for name, *_ in scrape(agg) if name == "plumb_pool_driver_versions") for agg in (a, b)
     ]
     assert pools[0] > 0 and pools[1] == 0  # replica-a is first by name
+
+    # A baseline accepted on replica b for a node of replica a: both close its finding.
+    httpx.post(f"{b.url}/v1/nodes/{NODES[0]}/baseline", timeout=10).raise_for_status()
+    until(
+        lambda: (
+            (f := _views(a, b, "/v1/drift", node=NODES[0]))
+            and "baseline" not in {x["kind"] for x in f}
+        ),
+        what="the baseline finding closed on both replicas",
+    )
+    assert ("baseline",) not in {r[1:2] for r in _open_rows(pg_url)}
 
     # An agent leaving replica b shows disconnected on both.
     agents[2].proc.terminate()
