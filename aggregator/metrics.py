@@ -296,7 +296,7 @@ class DriftMetrics(Collector):
     def count(self, transitions: Transitions) -> None:
         node = self._state.get(transitions.node)
         if node is not None and not self.exports(node):
-            return  # the node's exporter counts it: every replica evaluating it would not
+            return  # only its exporter counts it, or replicas evaluating it too would double it
         for action, findings in (("opened", transitions.opened), ("closed", transitions.closed)):
             for f in findings:
                 self.transitions.labels(kind=f.kind, severity=f.severity, action=action).inc()
