@@ -6,6 +6,7 @@ finding is stored once; each node's series and the cluster-wide ones come from o
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,13 @@ from faults.conftest import DbAggregator
 from sqlalchemy import create_engine, text
 
 OUTSIDE_RECIPE = "595.45.04"  # another driver branch than the recipe's R580
-NODES = ("h100-0", "h100-1", "h100-2")
+NODES = ("h100-0", "h100-1", "h100-2", "h100-3")
+# Short timers so a killed replica's node goes stale, and its series move, within seconds.
+ENV = {
+    "PLUMB_INGEST__HEARTBEAT_INTERVAL_S": "1",
+    "PLUMB_INGEST__IDLE_TIMEOUT_S": "4",
+    "PLUMB_REPLICA__ALIVE_S": "3",
+}
 
 
 @pytest.fixture
@@ -26,7 +33,9 @@ def replicas(tmp_path: Path, pg_url: str) -> Iterator[tuple[DbAggregator, DbAggr
         for name in ("replica-a", "replica-b"):
             workdir = tmp_path / name
             workdir.mkdir()
-            agg = DbAggregator(workdir, database=pg_url, extra_env={"PLUMB_REPLICA__NAME": name})
+            agg = DbAggregator(
+                workdir, database=pg_url, extra_env={**ENV, "PLUMB_REPLICA__NAME": name}
+            )
             started.append(agg)
             agg.start()
         yield started[0], started[1]
@@ -37,9 +46,21 @@ def replicas(tmp_path: Path, pg_url: str) -> Iterator[tuple[DbAggregator, DbAggr
 
 
 def _views(a: DbAggregator, b: DbAggregator, path: str, **params) -> object:
-    """The JSON at `path` when both replicas answer the same, else None."""
-    seen_a, seen_b = a.json(path, **params), b.json(path, **params)
+    """The JSON at `path` when both replicas answer the same, else None.
+
+    Heartbeats move `last_report_at` every second and reach the other replica a poll later,
+    so it is left out; everything else must be equal.
+    """
+    seen_a, seen_b = (_steady(agg.json(path, **params)) for agg in (a, b))
     return seen_a if seen_a == seen_b else None
+
+
+def _steady(doc: object) -> object:
+    if isinstance(doc, list):
+        return [_steady(x) for x in doc]
+    if isinstance(doc, dict):
+        return {k: _steady(v) for k, v in doc.items() if k != "last_report_at"}
+    return doc
 
 
 def _open_rows(url: str) -> list[tuple]:
@@ -62,7 +83,7 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
     replicas, start_agent, pg_url
 ):
     a, b = replicas
-    agents = [start_agent(a, NODES[0]), start_agent(a, NODES[1]), start_agent(b, NODES[2])]
+    agents = [start_agent(agg, name) for agg, name in zip((a, a, b, b), NODES, strict=True)]
     nodes = until(
         lambda: (
             (rows := _views(a, b, "/v1/nodes"))
@@ -91,7 +112,7 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
     assert len(rows) == len(set(rows))  # the unique index: one open row per finding
 
     # Each node's series from the replica holding its stream; pool gauges from one replica.
-    assert _node_series(a) == {NODES[0], NODES[1]} and _node_series(b) == {NODES[2]}
+    assert _node_series(a) == {NODES[0], NODES[1]} and _node_series(b) == {NODES[2], NODES[3]}
     pools = [
         sum(1 for name, *_ in scrape(agg) if name == "plumb_pool_driver_versions") for agg in (a, b)
     ]
@@ -118,4 +139,12 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
         ),
         what="both replicas showing the stopped agent disconnected",
     )
-    assert _node_series(b) == {NODES[2]}  # b held it last and is alive: still b's series
+    assert _node_series(b) == {NODES[2], NODES[3]}  # b held h100-2 last and is alive
+
+    # Replica b killed outright: its nodes go stale on a, and a exports their series.
+    b.stop(signal.SIGKILL)
+    until(
+        lambda: not a.node(NODES[3])["connected"] and a.node(NODES[0])["connected"],
+        what="a showing b's streaming node disconnected once its last report is old",
+    )
+    until(lambda: _node_series(a) == set(NODES), what="a exporting the nodes of a dead replica")
