@@ -36,9 +36,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Replicas"]
 
-# Findings opened or closed within one poll's window: far more than any burst of drift.
-_FINDINGS_MAX = 100_000
-
 
 class Replicas:
     """This replica's view of the others: the tail of their node writes, and who exports what.
@@ -116,7 +113,7 @@ class Replicas:
         if reload:
             await self._reload(reload)
         if since is not None:  # at start the engine holds the stored rows already
-            found = await asyncio.to_thread(self._store.findings, since=since, limit=_FINDINGS_MAX)
+            found = await asyncio.to_thread(self._store.findings_opened_since, since)
             self._evaluator.drift.adopt(found)
         if self._expire(now) or fresh:
             self._state.changed()

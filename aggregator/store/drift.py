@@ -104,6 +104,13 @@ def load_open(conn: Connection) -> list[DriftFinding]:
     return [_finding(row) for row in rows]
 
 
+def open_since(conn: Connection, since: datetime) -> list[DriftFinding]:
+    """Findings opened at or after `since` and still open (by the opened_at index)."""
+    c = _findings.c
+    stmt = select(_findings).where(c.opened_at >= since, c.closed_at.is_(None))
+    return [_finding(row) for row in conn.execute(stmt).all()]
+
+
 def load_baselines(conn: Connection, nodes: Sequence[str] | None = None) -> dict[str, Baseline]:
     """Every node's accepted baseline, or those of `nodes`."""
     stmt = select(_baselines)

@@ -267,6 +267,11 @@ class Store:
         with _errors("loading drift", self._engine), self._engine.connect() as conn:
             return drift.load_open(conn), drift.load_baselines(conn)
 
+    def findings_opened_since(self, since: datetime) -> list[DriftFinding]:
+        """Open drift findings opened at or after ``since``, whichever replica stored them."""
+        with _errors("reading new drift findings", self._engine), self._engine.connect() as conn:
+            return drift.open_since(conn, since)
+
     def findings(
         self,
         *,

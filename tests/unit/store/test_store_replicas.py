@@ -42,6 +42,16 @@ def test_two_replicas_opening_the_same_finding_store_one_open_row(replicas):
     assert [f.id for f in a.findings(node="n1")] == ["from-a"]
 
 
+def test_findings_opened_since_are_the_open_ones_of_any_replica(replicas):
+    a, b = replicas
+    later = T0 + timedelta(1)
+    a.apply([NodeUpdate("n1", T0, opened=(_finding("old"),))])
+    b.apply([NodeUpdate("n1", T0, opened=(_finding("new", component="cuda", opened_at=later),))])
+    gone = _finding("gone", component="nccl", opened_at=later, closed_at=later)
+    b.apply([NodeUpdate("n1", T0, opened=(gone,))])
+    assert [f.id for f in a.findings_opened_since(later)] == ["new"]
+
+
 def test_a_close_ends_the_open_row_whichever_replica_inserted_it(replicas):
     a, b = replicas
     a.apply([NodeUpdate("n1", T0, opened=(_finding("from-a"),))])
