@@ -65,9 +65,11 @@ class Replicas:
         self._evaluator = evaluator
         self._clock = clock
         # What this replica holds of each node: the row's changed_at, the content's stamp.
-        self._seen = {n.name: n.changed_at for n in loaded}
+        # The facts were loaded at start; the first poll reads every row for its connection
+        # (start-up marks every node disconnected, though other replicas may hold some).
+        self._seen: dict[str, datetime | None] = {}
         self._content = {n.name: n.content_changed_at for n in loaded}
-        self._cursor = max((n.changed_at for n in loaded if n.changed_at), default=None)
+        self._cursor: datetime | None = None
 
     @property
     def leader(self) -> str:
@@ -108,8 +110,9 @@ class Replicas:
         rows = await asyncio.to_thread(self._store.changed_nodes, since)
         fresh = [row for row in rows if self._fresh(row)]
         for row in fresh:
-            self._take(row)
-        reload = [row for row in fresh if self._content.get(row.name) != row.content_changed_at]
+            if row.changed_by != self.name:
+                self._take(row)
+        reload = [row for row in fresh if self._content_moved(row)]
         if reload:
             await self._reload(reload)
         if since is not None:  # at start the engine holds the stored rows already
@@ -119,13 +122,24 @@ class Replicas:
             self._state.changed()
 
     def _fresh(self, row: StoredNode) -> bool:
-        """Whether another replica wrote `row` since this one last took it; moves the cursor."""
+        """Whether `row` was written since this replica last read it; moves the cursor."""
         if row.changed_at is not None and (self._cursor is None or row.changed_at > self._cursor):
             self._cursor = row.changed_at
-        if row.changed_by == self.name or self._seen.get(row.name) == row.changed_at:
+        if self._seen.get(row.name) == row.changed_at:
             return False
         self._seen[row.name] = row.changed_at
         return True
+
+    def _content_moved(self, row: StoredNode) -> bool:
+        """Whether another replica changed the node's facts or baseline since last read.
+
+        Judged on the content's own stamp: this replica's heartbeat may have rewritten the
+        row since another replica accepted a baseline for the node.
+        """
+        if row.content_changed_by == self.name:
+            self._content[row.name] = row.content_changed_at
+            return False
+        return self._content.get(row.name) != row.content_changed_at
 
     def _held(self, name: str) -> bool:
         """Whether the node's agent streams to this replica: its memory is the truth then."""

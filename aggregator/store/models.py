@@ -75,11 +75,13 @@ class NodeRow(Base):
     last_report_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Replicas (0004): the replica holding the node's stream, or the last one that held it;
     # the replica that last wrote the row and when (other replicas tail by `changed_at`);
-    # when its facts or baseline last changed (they reload the facts when this moves).
+    # when its facts or baseline last changed and by which replica (the others reload them
+    # when this moves: a later write of the row by another replica must not hide it).
     owner: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
     changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
     changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     content_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    content_changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
 
 
 class ReplicaRow(Base):

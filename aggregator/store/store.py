@@ -129,11 +129,12 @@ class StoredNode:
     last_report_at: datetime | None
     facts: dict[str, Reading]
     # The replica holding (or last holding) its stream, the replica that last wrote the row
-    # and when, and when its facts or baseline last changed.
+    # and when, and when and by which replica its facts or baseline last changed.
     owner: str | None = None
     changed_by: str | None = None
     changed_at: datetime | None = None
     content_changed_at: datetime | None = None
+    content_changed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -377,6 +378,7 @@ class Store:
             "changed_by": self._replica,
             "changed_at": now,
             "content_changed_at": now if update.changes or update.baseline else None,
+            "content_changed_by": self._replica if update.changes or update.baseline else None,
         }
 
     def _write_facts(
@@ -543,7 +545,7 @@ def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
         shape
         + (("owner",) if update.connected else ())
         + ("changed_by", "changed_at")
-        + (("content_changed_at",) if content else ())
+        + (("content_changed_at", "content_changed_by") if content else ())
     )
 
 
@@ -560,6 +562,7 @@ def _stored(row: Any, facts: dict[str, Reading], *, connected: bool) -> StoredNo
         changed_by=row.changed_by,
         changed_at=row.changed_at,
         content_changed_at=row.content_changed_at,
+        content_changed_by=row.content_changed_by,
     )
 
 

@@ -103,7 +103,8 @@ def test_changed_nodes_name_the_writer_and_when_the_content_moved(replicas):
     fact = Change("driver.driver_version", None, Reading.ok("580"))
     a.apply([NodeUpdate("n1", T0, changes=(fact,), connected=True, last_report_at=T0)])
     (row,) = b.changed_nodes(None)
-    assert row.changed_by == "a" and row.content_changed_at == row.changed_at
+    assert row.changed_by == row.content_changed_by == "a"
+    assert row.content_changed_at == row.changed_at
     content_at = row.content_changed_at
     a.apply([NodeUpdate("n1", T0, last_report_at=T0 + timedelta(30))])  # a heartbeat
     (row,) = b.changed_nodes(row.changed_at)
@@ -112,8 +113,11 @@ def test_changed_nodes_name_the_writer_and_when_the_content_moved(replicas):
     a.apply([NodeUpdate("n1", T0, opened=(_finding("f"),))])  # drift alone: not a row change
     assert b.changed_nodes(row.changed_at + timedelta(microseconds=1)) == []
     b.apply([NodeUpdate("n1", T0, baseline=Baseline({}, 8, T0))])
+    a.apply([NodeUpdate("n1", T0, last_report_at=T0 + timedelta(31))])  # a's heartbeat again
     (row,) = a.changed_nodes(row.changed_at + timedelta(microseconds=1))
-    assert row.changed_by == "b" and row.content_changed_at > content_at
+    # The row was last written by a, but its content by b: a must still see b's baseline.
+    assert row.changed_by == "a" and row.content_changed_by == "b"
+    assert row.content_changed_at > content_at
     facts, baselines = a.contents(["n1"])
     assert facts == {"n1": {"driver.driver_version": Reading.ok("580")}}
     assert baselines == {"n1": Baseline({}, 8, T0)}
