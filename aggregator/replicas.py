@@ -68,7 +68,8 @@ class Replicas:
         # The facts were loaded at start; the first poll reads every row for its connection
         # (start-up marks every node disconnected, though other replicas may hold some).
         self._seen: dict[str, datetime | None] = {}
-        self._content = {n.name: n.content_changed_at for n in loaded}
+        self._facts_at = {n.name: n.facts_changed_at for n in loaded}
+        self._baseline_at = {n.name: n.baseline_changed_at for n in loaded}
         self._cursor: datetime | None = None
 
     @property
@@ -112,9 +113,10 @@ class Replicas:
         for row in fresh:
             if row.changed_by != self.name:
                 self._take(row)
-        reload = [row for row in fresh if self._content_moved(row)]
-        if reload:
-            await self._reload(reload)
+        facts_of = [r.name for r in fresh if self._facts_moved(r)]
+        baselines_of = [r.name for r in fresh if self._baseline_moved(r)]
+        if facts_of or baselines_of:
+            await self._reload(fresh, facts_of, baselines_of)
         if since is not None:  # at start the engine holds the stored rows already
             found = await asyncio.to_thread(self._store.findings_opened_since, since)
             self._evaluator.drift.adopt(found)
@@ -130,16 +132,16 @@ class Replicas:
         self._seen[row.name] = row.changed_at
         return True
 
-    def _content_moved(self, row: StoredNode) -> bool:
-        """Whether another replica changed the node's facts or baseline since last read.
+    def _facts_moved(self, row: StoredNode) -> bool:
+        """Whether the node's facts changed elsewhere; a node streaming here has the newest."""
+        return not self._held(row.name) and self._facts_at.get(row.name) != row.facts_changed_at
 
-        Judged on the content's own stamp: this replica's heartbeat may have rewritten the
-        row since another replica accepted a baseline for the node.
-        """
-        if row.content_changed_by == self.name:
-            self._content[row.name] = row.content_changed_at
+    def _baseline_moved(self, row: StoredNode) -> bool:
+        """Whether another replica accepted a baseline for the node since last read."""
+        if row.baseline_changed_by == self.name:
+            self._baseline_at[row.name] = row.baseline_changed_at
             return False
-        return self._content.get(row.name) != row.content_changed_at
+        return self._baseline_at.get(row.name) != row.baseline_changed_at
 
     def _held(self, name: str) -> bool:
         """Whether the node's agent streams to this replica: its memory is the truth then."""
@@ -155,27 +157,25 @@ class Replicas:
         node.boot_id, node.agent_version = row.boot_id, row.agent_version
         node.last_report_at = row.last_report_at
 
-    async def _reload(self, rows: list[StoredNode]) -> None:
-        """Load the facts and baselines of `rows` and evaluate those nodes.
-
-        A node streaming here keeps its facts and takes only the baseline: another replica
-        may have accepted one for it (POST .../baseline goes to any replica).
-        """
-        names = [row.name for row in rows]
-        facts, baselines = await asyncio.to_thread(self._store.contents, names)
+    async def _reload(
+        self, rows: list[StoredNode], facts_of: list[str], baselines_of: list[str]
+    ) -> None:
+        """Load the facts and baselines that moved and evaluate those nodes."""
+        facts, baselines = await asyncio.to_thread(self._store.contents, facts_of, baselines_of)
         for row in rows:
             node = self._state.get(row.name)
-            if node is None:
+            if node is None or (row.name not in facts and row.name not in baselines):
                 continue
-            self._content[row.name] = row.content_changed_at
-            if not self._held(row.name):
+            if row.name in facts and not self._held(row.name):
+                self._facts_at[row.name] = row.facts_changed_at
                 node.facts = facts[row.name]
                 node.content_hash = wire.content_hash(node.facts)
             if row.name in baselines:
+                self._baseline_at[row.name] = row.baseline_changed_at
                 self._evaluator.drift.baselines[row.name] = baselines[row.name]
             if node.facts:
                 self._evaluator.node_changed(node)
-        log.debug("took other replicas' changes", extra={"nodes": len(rows)})
+        log.debug("took other replicas' changes", extra={"nodes": len(facts) + len(baselines)})
 
     def _expire(self, now: datetime) -> bool:
         """Disconnect remote nodes whose last report is older than the idle timeout."""

@@ -75,13 +75,15 @@ class NodeRow(Base):
     last_report_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Replicas (0004): the replica holding the node's stream, or the last one that held it;
     # the replica that last wrote the row and when (other replicas tail by `changed_at`);
-    # when its facts or baseline last changed and by which replica (the others reload them
-    # when this moves: a later write of the row by another replica must not hide it).
+    # when its facts last changed (only the stream's holder writes them), and when and by
+    # which replica its baseline last changed (any replica may accept one). Separate stamps,
+    # so one replica's write never hides another's change from a third.
     owner: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
     changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
     changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    content_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    content_changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    facts_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    baseline_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    baseline_changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
 
 
 class ReplicaRow(Base):

@@ -129,12 +129,13 @@ class StoredNode:
     last_report_at: datetime | None
     facts: dict[str, Reading]
     # The replica holding (or last holding) its stream, the replica that last wrote the row
-    # and when, and when and by which replica its facts or baseline last changed.
+    # and when, when its facts last changed, and when and by which replica its baseline did.
     owner: str | None = None
     changed_by: str | None = None
     changed_at: datetime | None = None
-    content_changed_at: datetime | None = None
-    content_changed_by: str | None = None
+    facts_changed_at: datetime | None = None
+    baseline_changed_at: datetime | None = None
+    baseline_changed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -210,16 +211,17 @@ class Store:
             return [_stored(row, {}, connected=row.connected) for row in conn.execute(stmt)]
 
     def contents(
-        self, names: Sequence[str]
+        self, facts_of: Sequence[str], baselines_of: Sequence[str]
     ) -> tuple[dict[str, dict[str, Reading]], dict[str, Baseline]]:
-        """The current facts and the baselines of ``names``, read in one snapshot."""
+        """The current facts of ``facts_of`` and the baselines of ``baselines_of``."""
         f = _facts.c
-        stmt = select(f.node, f.path, f.status, f.value, f.error).where(f.node.in_(names))
-        facts: dict[str, dict[str, Reading]] = {name: {} for name in names}
+        stmt = select(f.node, f.path, f.status, f.value, f.error).where(f.node.in_(facts_of))
+        facts: dict[str, dict[str, Reading]] = {name: {} for name in facts_of}
         with _errors("reading node facts", self._engine), self._engine.connect() as conn:
-            for node, path, status, value, error in conn.execute(stmt):
-                facts[node][path] = Reading(status, _from_json(value), error)
-            baselines = drift.load_baselines(conn, names)
+            if facts_of:
+                for node, path, status, value, error in conn.execute(stmt):
+                    facts[node][path] = Reading(status, _from_json(value), error)
+            baselines = drift.load_baselines(conn, baselines_of) if baselines_of else {}
         return facts, baselines
 
     def see_replica(self, at: datetime) -> dict[str, datetime]:
@@ -377,8 +379,9 @@ class Store:
             "owner": self._replica,
             "changed_by": self._replica,
             "changed_at": now,
-            "content_changed_at": now if update.changes or update.baseline else None,
-            "content_changed_by": self._replica if update.changes or update.baseline else None,
+            "facts_changed_at": now if update.changes else None,
+            "baseline_changed_at": now if update.baseline else None,
+            "baseline_changed_by": self._replica if update.baseline else None,
         }
 
     def _write_facts(
@@ -538,14 +541,14 @@ def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
     drift transitions alone leave the row as it is, so tailing replicas skip them.
     """
     shape = tuple(name for name in _NODE_FIELDS if getattr(update, name) is not None)
-    content = bool(update.changes or update.baseline)
-    if not shape and not content:
+    if not shape and not update.changes and not update.baseline:
         return ()
     return (
         shape
         + (("owner",) if update.connected else ())
         + ("changed_by", "changed_at")
-        + (("content_changed_at", "content_changed_by") if content else ())
+        + (("facts_changed_at",) if update.changes else ())
+        + (("baseline_changed_at", "baseline_changed_by") if update.baseline else ())
     )
 
 
@@ -561,8 +564,9 @@ def _stored(row: Any, facts: dict[str, Reading], *, connected: bool) -> StoredNo
         owner=row.owner,
         changed_by=row.changed_by,
         changed_at=row.changed_at,
-        content_changed_at=row.content_changed_at,
-        content_changed_by=row.content_changed_by,
+        facts_changed_at=row.facts_changed_at,
+        baseline_changed_at=row.baseline_changed_at,
+        baseline_changed_by=row.baseline_changed_by,
     )
 
 

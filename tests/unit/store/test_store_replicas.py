@@ -98,29 +98,30 @@ def test_a_disconnect_leaves_a_node_another_replica_took_over(replicas):
     assert not row.connected and row.owner == "b"  # the last holder stays named
 
 
-def test_changed_nodes_name_the_writer_and_when_the_content_moved(replicas):
+def test_changed_nodes_name_the_writer_and_when_facts_and_baseline_moved(replicas):
     a, b = replicas
     fact = Change("driver.driver_version", None, Reading.ok("580"))
     a.apply([NodeUpdate("n1", T0, changes=(fact,), connected=True, last_report_at=T0)])
     (row,) = b.changed_nodes(None)
-    assert row.changed_by == row.content_changed_by == "a"
-    assert row.content_changed_at == row.changed_at
-    content_at = row.content_changed_at
+    assert row.changed_by == "a" and row.facts_changed_at == row.changed_at
+    assert row.baseline_changed_at is None
+    facts_at = row.facts_changed_at
     a.apply([NodeUpdate("n1", T0, last_report_at=T0 + timedelta(30))])  # a heartbeat
     (row,) = b.changed_nodes(row.changed_at)
-    assert row.content_changed_at == content_at and row.changed_at > content_at
+    assert row.facts_changed_at == facts_at and row.changed_at > facts_at
     assert row.last_report_at == T0 + timedelta(30)
     a.apply([NodeUpdate("n1", T0, opened=(_finding("f"),))])  # drift alone: not a row change
     assert b.changed_nodes(row.changed_at + timedelta(microseconds=1)) == []
     b.apply([NodeUpdate("n1", T0, baseline=Baseline({}, 8, T0))])
-    a.apply([NodeUpdate("n1", T0, last_report_at=T0 + timedelta(31))])  # a's heartbeat again
+    a.apply([NodeUpdate("n1", T0, changes=(Change(fact.path, fact.new, Reading.ok("590")),))])
     (row,) = a.changed_nodes(row.changed_at + timedelta(microseconds=1))
-    # The row was last written by a, but its content by b: a must still see b's baseline.
-    assert row.changed_by == "a" and row.content_changed_by == "b"
-    assert row.content_changed_at > content_at
-    facts, baselines = a.contents(["n1"])
-    assert facts == {"n1": {"driver.driver_version": Reading.ok("580")}}
+    # a wrote the row last, facts included, yet b's baseline stays visible to a third replica.
+    assert row.changed_by == "a" and row.baseline_changed_by == "b"
+    assert row.facts_changed_at > row.baseline_changed_at > facts_at
+    facts, baselines = a.contents(["n1"], ["n1"])
+    assert facts == {"n1": {"driver.driver_version": Reading.ok("590")}}
     assert baselines == {"n1": Baseline({}, 8, T0)}
+    assert a.contents([], []) == ({}, {})
 
 
 def test_each_replica_sees_when_the_others_were_last_alive(replicas):

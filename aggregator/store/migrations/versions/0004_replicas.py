@@ -24,8 +24,11 @@ def upgrade() -> None:
         nodes.add_column(sa.Column("owner", sa.String(128), nullable=True))
         nodes.add_column(sa.Column("changed_by", sa.String(128), nullable=True))
         nodes.add_column(sa.Column("changed_at", sa.DateTime(timezone=True), nullable=True))
-        nodes.add_column(sa.Column("content_changed_at", sa.DateTime(timezone=True), nullable=True))
-        nodes.add_column(sa.Column("content_changed_by", sa.String(128), nullable=True))
+        nodes.add_column(sa.Column("facts_changed_at", sa.DateTime(timezone=True), nullable=True))
+        nodes.add_column(
+            sa.Column("baseline_changed_at", sa.DateTime(timezone=True), nullable=True)
+        )
+        nodes.add_column(sa.Column("baseline_changed_by", sa.String(128), nullable=True))
     op.create_index("ix_nodes_changed_at", "nodes", ["changed_at"])
     op.create_table(
         "replicas",
@@ -58,8 +61,9 @@ def downgrade() -> None:
     op.drop_index("ix_nodes_changed_at", table_name="nodes")
     with op.batch_alter_table("nodes") as nodes:
         for column in (
-            "content_changed_by",
-            "content_changed_at",
+            "baseline_changed_by",
+            "baseline_changed_at",
+            "facts_changed_at",
             "changed_at",
             "changed_by",
             "owner",
