@@ -25,6 +25,7 @@ from aggregator.ingest import Ingest, utcnow
 from aggregator.k8s import Cluster, api_client, in_cluster, node_marks
 from aggregator.metrics import Metrics, build_registry, exposition
 from aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
+from aggregator.replicas import Replicas
 from aggregator.settings import AggregatorSettings
 from aggregator.state import LiveState, NodeState, NodeSummary
 from aggregator.store import HistoryEntry, Store, StoreError, Writer
@@ -51,6 +52,7 @@ class Core:
     recipes: ResolutionCache
     evaluator: Evaluator
     validator: Validator
+    replicas: Replicas
     metrics: Metrics | None = None
     # False from start-up until `restore` has hashed and evaluated the stored nodes.
     restored: bool = True
@@ -330,7 +332,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
     """
     catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
     try:
-        store = await asyncio.to_thread(Store, settings.db)
+        store = await asyncio.to_thread(Store, settings.db, replica=settings.replica.name)
         stored = await asyncio.to_thread(store.load)
         open_findings, baselines = await asyncio.to_thread(store.load_drift)
     except StoreError as exc:
@@ -345,6 +347,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
             first_seen_at=n.first_seen_at,
             last_report_at=n.last_report_at,
             content_hash=n.content_hash or "",
+            owner=n.owner,
         )
     s = settings.store
     writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)
@@ -352,7 +355,12 @@ async def open_core(settings: AggregatorSettings) -> Core:
     drift.restore(open_findings, baselines)
     registry, metrics = build_registry(state, writer)
     ingest = Ingest(
-        state, writer, settings.ingest, metrics.ingest, build_authenticator(settings.auth)
+        state,
+        writer,
+        settings.ingest,
+        metrics.ingest,
+        build_authenticator(settings.auth),
+        replica=settings.replica.name,
     )
     recipes = ResolutionCache(catalog)
     evaluator = Evaluator(
@@ -360,6 +368,19 @@ async def open_core(settings: AggregatorSettings) -> Core:
     )
     metrics.drift.watch(evaluator)
     metrics.nodes.watch(evaluator)
+    # SQLite is one process; on PostgreSQL other replicas may write the same database.
+    replicas = Replicas(
+        settings.replica,
+        tailing=make_url(settings.db).get_backend_name() == "postgresql",
+        idle_timeout_s=settings.ingest.idle_timeout_s,
+        store=store,
+        state=state,
+        evaluator=evaluator,
+        clock=utcnow,
+        loaded=stored,
+    )
+    metrics.nodes.exports = metrics.drift.exports = replicas.exports
+    metrics.drift.exports_cluster = replicas.exports_cluster
     ingest.on_facts = evaluator.node_changed
     log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})
     api = _kube_api(settings)
@@ -391,6 +412,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
         recipes,
         evaluator,
         validator,
+        replicas,
         metrics,
         restored=not stored,
         cluster=cluster,

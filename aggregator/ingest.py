@@ -81,8 +81,10 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         metrics: IngestMetrics,
         auth: Authenticator,
         clock: Callable[[], datetime] = utcnow,
+        replica: str | None = None,
     ):
         self._state = state
+        self._replica = replica  # named as the owner of the nodes streaming here
         self._auth = auth
         self._writer = writer
         self._settings = settings
@@ -327,6 +329,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if digest != node.content_hash:
             return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
         node.last_report_at = self._clock()
+        # Other replicas judge the node's connection by its last report; a dropped one is
+        # counted by the writer and the next heartbeat makes up for it.
+        self._writer.submit(
+            NodeUpdate(
+                node=session.node, at=node.last_report_at, last_report_at=node.last_report_at
+            )
+        )
         return None
 
     def _resync(self, session: Session, reason: str, detail: str) -> agent_pb2.ConnectResponse:
@@ -374,7 +383,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         node.reported_verified = True
         node.seq, node.last_report_at = seq, now
         if first:
-            node.connected, node.session_id = True, session.id
+            node.connected, node.session_id, node.owner = True, session.id, self._replica
             node.boot_id, node.agent_version = session.boot_id, session.agent_version
         self._state.changed()
         if changes:

@@ -103,6 +103,8 @@ class NodeSeries:
         self._state = state
         self._evaluator: Evaluator | None = None
         self._cache: dict[str, _NodeLines] = {}
+        # Which nodes this process exports: with replicas, one each (aggregator/replicas.py).
+        self.exports: Callable[[NodeState], bool] = lambda node: True
 
     def watch(self, evaluator: Evaluator) -> None:
         """Read findings and recipes from `evaluator` from now on."""
@@ -120,6 +122,8 @@ class NodeSeries:
         info, connected, last, gpus, counts, recipes = parts
         cache: dict[str, _NodeLines] = {}
         for node in self._state.nodes():
+            if not self.exports(node):
+                continue
             lines = self._cache.get(node.name)
             # The hash names the content: a resent FullFacts is a new dict, not new lines.
             facts_key = (node.content_hash or id(node.facts), node.connected)
@@ -275,6 +279,9 @@ class DriftMetrics(Collector):
     def __init__(self, registry: CollectorRegistry, state: LiveState):
         self._state = state
         self._evaluator: Evaluator | None = None
+        # With replicas, node series and cluster-wide series each come from one replica.
+        self.exports: Callable[[NodeState], bool] = lambda node: True
+        self.exports_cluster: Callable[[], bool] = lambda: True
         self.transitions = Counter(
             "plumb_drift_transitions",
             "Drift findings opened and closed, by kind, severity and action.",
@@ -288,6 +295,9 @@ class DriftMetrics(Collector):
         self._evaluator = evaluator
 
     def count(self, transitions: Transitions) -> None:
+        node = self._state.get(transitions.node)
+        if node is not None and not self.exports(node):
+            return  # only its exporter counts it, or replicas evaluating it too would double it
         for action, findings in (("opened", transitions.opened), ("closed", transitions.closed)):
             for f in findings:
                 self.transitions.labels(kind=f.kind, severity=f.severity, action=action).inc()
@@ -306,9 +316,12 @@ class DriftMetrics(Collector):
         ev = self._evaluator
         if ev is not None:
             for f in ev.drift.open_findings():
-                drift.add_metric([f.node, f.kind, f.component, f.severity], 1.0)
-            for pool, n in sorted(ev.pool_driver_versions().items()):
-                pools.add_metric([pool], n)
+                node = self._state.get(f.node)
+                if node is None or self.exports(node):
+                    drift.add_metric([f.node, f.kind, f.component, f.severity], 1.0)
+            if self.exports_cluster():
+                for pool, n in sorted(ev.pool_driver_versions().items()):
+                    pools.add_metric([pool], n)
         yield from (drift, pools)
 
 

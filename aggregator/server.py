@@ -74,6 +74,7 @@ async def serve(settings: AggregatorSettings) -> None:
     app = create_app(core)
     credentials = _grpc_credentials(settings.tls)
     writer_task = asyncio.create_task(core.writer.run(), name="store-writer")
+    tail_task = asyncio.create_task(core.replicas.run(), name="replica-tail")
 
     server = grpc.aio.server(
         options=[
@@ -147,7 +148,8 @@ async def serve(settings: AggregatorSettings) -> None:
     http.should_exit = True
     await http_task
     await core.writer.flush(timeout_s=_GRACE_S * 2)
+    tail_task.cancel()
     writer_task.cancel()
-    await asyncio.gather(writer_task, return_exceptions=True)
+    await asyncio.gather(tail_task, writer_task, return_exceptions=True)
     core.store.close()
     log.info("aggregator stopped")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -70,6 +72,27 @@ class StoreSettings(BaseModel):
     batch_max: int = Field(500, ge=1)
     # Wait this long for more updates to join a batch; well under the 1 s freshness goal.
     linger_s: float = Field(0.05, ge=0)
+
+
+class ReplicaSettings(BaseModel):
+    """Several aggregators on one PostgreSQL (aggregator/replicas.py); unused on SQLite."""
+
+    # This process among the replicas: the chart sets the pod name. Host and pid by default,
+    # unique among processes on one machine.
+    name: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        min_length=1,
+        max_length=128,
+    )
+    # How often a replica reads the nodes the others changed: most of how stale its view of
+    # them can be (docs/replicas.md measures it), at one small query per second.
+    poll_interval_s: float = Field(1.0, gt=0)
+    # Rows stamped this long before the newest one seen are read again: covers clock skew
+    # between replicas and a transaction committing after a later-stamped one.
+    overlap_s: float = Field(5.0, ge=0)
+    # A replica not seen for this long is gone and its nodes' series move to another: ten
+    # missed polls, longer than a pause for garbage collection or a slow database.
+    alive_s: float = Field(10.0, gt=0)
 
 
 class RecipeSettings(BaseModel):
@@ -198,6 +221,7 @@ class AggregatorSettings(BaseSettings):
     # the namespace, and the pod name identifies this replica in it.
     namespace: str = "default"
     pod_name: str | None = None
+    replica: ReplicaSettings = ReplicaSettings()
     # PLUMB_VALIDATION_NAMESPACE, as the chart sets it: overrides validation.namespace.
     validation_namespace: str | None = None
 

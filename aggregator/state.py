@@ -36,6 +36,8 @@ class NodeState:
     seq: int = 0
     connected: bool = False
     session_id: str | None = None
+    # The replica holding the node's stream, or the last one that did (aggregator/replicas.py).
+    owner: str | None = None
     boot_id: str | None = None
     agent_version: str | None = None
     first_seen_at: datetime | None = None

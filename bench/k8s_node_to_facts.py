@@ -32,6 +32,7 @@ from kubernetes import client
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
 from conftest import PROFILES, free_port  # noqa: E402  (tests/integration/conftest.py)
+from harness import serve_env  # noqa: E402
 from k8s.conftest import ControlPlane, find_binaries  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -56,6 +57,7 @@ class Replica:
         http, self.grpc = free_port(), f"127.0.0.1:{free_port()}"
         env = {
             **os.environ,
+            **serve_env(work),
             "PLUMB_AUTH__KUBECONFIG": str(kubeconfig),
             "PLUMB_POD_NAME": name,
             "PLUMB_KUBERNETES__LEASE_NAME": lease,

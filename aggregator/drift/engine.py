@@ -108,6 +108,17 @@ class DriftEngine:
         self.baselines[node] = base
         return base
 
+    def adopt(self, findings: Iterable[DriftFinding]) -> None:
+        """Take the stored copy of open findings this engine also holds, with the same content.
+
+        Another replica may have stored the finding first, with its own id and time; the
+        database kept that row, so every replica answers with it.
+        """
+        for f in findings:
+            held = self._open.get(f.node, {}).get(f.key)
+            if f.closed_at is None and held is not None and held.id != f.id and held.same_as(f):
+                self._open[f.node][f.key] = f
+
     def forget(self, node: str) -> None:
         """Drop a node's open findings from memory (they stay stored)."""
         self._open.pop(node, None)

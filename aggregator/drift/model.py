@@ -49,7 +49,7 @@ class DriftFinding:
     def key(self) -> tuple[str, str]:
         return self.kind, self.component
 
-    def same_as(self, obs: Observation) -> bool:
+    def same_as(self, obs: Observation | DriftFinding) -> bool:
         """Whether `obs` is this finding still holding, unchanged."""
         return (self.expected, self.observed, self.severity) == (
             obs.expected,

@@ -27,21 +27,29 @@ Upsert = Callable[[Table, Sequence[str], Sequence[str]], Insert]
 def write(
     conn: Connection,
     upsert: Upsert,
-    opened: Sequence[DriftFinding],
-    closed: Sequence[DriftFinding],
+    dialect_insert: Callable[[Table], Insert],
+    transitions: Sequence[tuple[Sequence[DriftFinding], Sequence[DriftFinding]]],
     baselines: Sequence[tuple[str, Baseline]],
 ) -> None:
-    """Insert opened findings, stamp closed ones, and replace baselines, in the caller's tx."""
-    if opened:
-        # Idempotent: a batch retried after a lost commit acknowledgement must not fail.
-        conn.execute(upsert(_findings, ["id"], []), [_finding_params(f) for f in opened])
-    if closed:
-        conn.execute(
-            update(_findings)
-            .where(_findings.c.id == bindparam("b_id"))
-            .values(closed_at=bindparam("b_closed_at")),
-            [{"b_id": f.id, "b_closed_at": f.closed_at} for f in closed],
-        )
+    """Write each update's (opened, closed) findings in order, and replace baselines.
+
+    Several replicas evaluate one node, so each may open or close the same finding: the
+    unique index on open findings keeps one row per (node, kind, component), an open that
+    finds one already there is skipped, and a close ends the open row with the same content,
+    whichever replica inserted it. Closes go before opens and, when a key repeats, in order.
+    """
+    opened: list[DriftFinding] = []
+    closed: list[DriftFinding] = []
+    keys: set[tuple[str, str, str]] = set()
+    for o, c in transitions:
+        touched = {(f.node, f.kind, f.component) for f in (*o, *c)}
+        if touched & keys:
+            _write_findings(conn, dialect_insert, opened, closed)
+            opened, closed, keys = [], [], set()
+        opened.extend(o)
+        closed.extend(c)
+        keys |= touched
+    _write_findings(conn, dialect_insert, opened, closed)
     if baselines:
         conn.execute(
             upsert(_baselines, ["node"], ["facts", "gpu_count", "accepted_at"]),
@@ -60,16 +68,56 @@ def write(
         )
 
 
+def _write_findings(
+    conn: Connection,
+    dialect_insert: Callable[[Table], Insert],
+    opened: Sequence[DriftFinding],
+    closed: Sequence[DriftFinding],
+) -> None:
+    c = _findings.c
+    if closed:
+        conn.execute(
+            update(_findings)
+            .where(
+                c.node == bindparam("b_node"),
+                c.kind == bindparam("b_kind"),
+                c.component == bindparam("b_component"),
+                c.expected == bindparam("b_expected"),
+                c.observed == bindparam("b_observed"),
+                c.severity == bindparam("b_severity"),
+                c.closed_at.is_(None),
+            )
+            .values(closed_at=bindparam("b_closed_at")),
+            [{f"b_{k}": v for k, v in _finding_params(f).items()} for f in closed],
+        )
+    if opened:
+        # Also idempotent for a batch retried after a lost commit acknowledgement.
+        conn.execute(
+            dialect_insert(_findings).on_conflict_do_nothing(),
+            [_finding_params(f) for f in opened],
+        )
+
+
 def load_open(conn: Connection) -> list[DriftFinding]:
     """Every finding not yet closed."""
     rows = conn.execute(select(_findings).where(_findings.c.closed_at.is_(None))).all()
     return [_finding(row) for row in rows]
 
 
-def load_baselines(conn: Connection) -> dict[str, Baseline]:
-    """Every node's accepted baseline."""
+def open_since(conn: Connection, since: datetime) -> list[DriftFinding]:
+    """Findings opened at or after `since` and still open (by the opened_at index)."""
+    c = _findings.c
+    stmt = select(_findings).where(c.opened_at >= since, c.closed_at.is_(None))
+    return [_finding(row) for row in conn.execute(stmt).all()]
+
+
+def load_baselines(conn: Connection, nodes: Sequence[str] | None = None) -> dict[str, Baseline]:
+    """Every node's accepted baseline, or those of `nodes`."""
+    stmt = select(_baselines)
+    if nodes is not None:
+        stmt = stmt.where(_baselines.c.node.in_(nodes))
     out = {}
-    for row in conn.execute(select(_baselines)).all():
+    for row in conn.execute(stmt).all():
         facts = {
             path: Reading(doc["status"], doc.get("value"), doc.get("error"))
             for path, doc in json.loads(row.facts).items()

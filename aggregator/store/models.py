@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -65,6 +66,7 @@ class Base(DeclarativeBase):
 
 class NodeRow(Base):
     __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_changed_at", "changed_at"),)
 
     name: Mapped[str] = mapped_column(String(NODE_NAME_CHARS), primary_key=True)
     boot_id: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
@@ -75,6 +77,26 @@ class NodeRow(Base):
     # plumb.facts.content_hash of the node's facts rows, written with them, so a restart
     # need not hash every node again; NULL in rows written before 0004.
     content_hash: Mapped[str | None] = mapped_column(String(CONTENT_HASH_CHARS))
+    # Replicas (0005): the replica holding the node's stream, or the last one that held it;
+    # the replica that last wrote the row and when (other replicas tail by `changed_at`);
+    # when its facts last changed (only the stream's holder writes them), and when and by
+    # which replica its baseline last changed (any replica may accept one). Separate stamps,
+    # so one replica's write never hides another's change from a third.
+    owner: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    facts_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    baseline_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    baseline_changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+
+
+class ReplicaRow(Base):
+    """One aggregator process sharing the database, and when it last said it was alive."""
+
+    __tablename__ = "replicas"
+
+    name: Mapped[str] = mapped_column(String(IDENTITY_CHARS), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class FactRow(Base):
@@ -117,6 +139,16 @@ class DriftFindingRow(Base):
     __table_args__ = (
         Index("ix_drift_findings_node_closed", "node", "closed_at"),
         Index("ix_drift_findings_opened", "opened_at"),
+        # Several replicas evaluate one node: the database keeps one open finding per key.
+        Index(
+            "ux_drift_findings_open",
+            "node",
+            "kind",
+            "component",
+            unique=True,
+            sqlite_where=text("closed_at IS NULL"),
+            postgresql_where=text("closed_at IS NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)

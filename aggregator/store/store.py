@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from pathlib import Path
 from typing import Any, get_args
@@ -59,6 +59,7 @@ from .models import (
     FactChangeRow,
     FactRow,
     NodeRow,
+    ReplicaRow,
 )
 
 __all__ = [
@@ -81,6 +82,9 @@ _SQLITE_BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another's lock be
 _nodes: Table = NodeRow.__table__  # type: ignore[assignment]
 _facts: Table = FactRow.__table__  # type: ignore[assignment]
 _changes: Table = FactChangeRow.__table__  # type: ignore[assignment]
+_replicas: Table = ReplicaRow.__table__  # type: ignore[assignment]
+# A replica unseen this long is forgotten: its row only said it was once alive.
+_REPLICA_FORGET = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class NodeUpdate:
 
 @dataclass(frozen=True)
 class StoredNode:
+    """A node's row; ``facts`` empty where only the row was read (``changed_nodes``)."""
+
     name: str
     connected: bool
     boot_id: str | None
@@ -127,6 +133,14 @@ class StoredNode:
     facts: dict[str, Reading]
     # None for rows from before the column existed: hash `facts` then.
     content_hash: str | None = None
+    # The replica holding (or last holding) its stream, the replica that last wrote the row
+    # and when, when its facts last changed, and when and by which replica its baseline did.
+    owner: str | None = None
+    changed_by: str | None = None
+    changed_at: datetime | None = None
+    facts_changed_at: datetime | None = None
+    baseline_changed_at: datetime | None = None
+    baseline_changed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,8 +167,13 @@ class StoreError(Exception):
 class Store:
     """Nodes, current facts and fact history in SQL. Sync; callers run it via asyncio.to_thread."""
 
-    def __init__(self, url: str) -> None:
-        """Connects to ``url`` and upgrades its schema to the latest migration."""
+    def __init__(self, url: str, *, replica: str | None = None) -> None:
+        """Connects to ``url`` and upgrades its schema to the latest migration.
+
+        ``replica`` names this process among several sharing the database: it is written as
+        the owner of the nodes whose streams it opens and as the writer of every node row.
+        """
+        self._replica = replica
         self._engine = _create_engine(url)
         try:
             _upgrade(self._engine)
@@ -186,19 +205,41 @@ class Store:
                     )
                 facts[node][paths.setdefault(path, path)] = reading
             nodes = conn.execute(select(_nodes).order_by(_nodes.c.name)).all()
-        return [
-            StoredNode(
-                name=row.name,
-                connected=False,
-                boot_id=row.boot_id,
-                agent_version=row.agent_version,
-                first_seen_at=row.first_seen_at,
-                last_report_at=row.last_report_at,
-                facts=facts.get(row.name, {}),
-                content_hash=row.content_hash,
+        return [_stored(row, facts.get(row.name, {}), connected=False) for row in nodes]
+
+    def changed_nodes(self, since: datetime | None) -> list[StoredNode]:
+        """Node rows (without facts) written at or after ``since`` (every row when None)."""
+        stmt = select(_nodes).order_by(_nodes.c.name)
+        if since is not None:
+            stmt = stmt.where(_nodes.c.changed_at >= since)
+        with _errors("reading changed nodes", self._engine), self._engine.connect() as conn:
+            return [_stored(row, {}, connected=row.connected) for row in conn.execute(stmt)]
+
+    def contents(
+        self, facts_of: Sequence[str], baselines_of: Sequence[str]
+    ) -> tuple[dict[str, dict[str, Reading]], dict[str, Baseline]]:
+        """The current facts of ``facts_of`` and the baselines of ``baselines_of``."""
+        f = _facts.c
+        stmt = select(f.node, f.path, f.status, f.value, f.error).where(f.node.in_(facts_of))
+        facts: dict[str, dict[str, Reading]] = {name: {} for name in facts_of}
+        with _errors("reading node facts", self._engine), self._engine.connect() as conn:
+            if facts_of:
+                for node, path, status, value, error in conn.execute(stmt):
+                    facts[node][path] = Reading(status, _from_json(value), error)
+            baselines = drift.load_baselines(conn, baselines_of) if baselines_of else {}
+        return facts, baselines
+
+    def see_replica(self, at: datetime) -> dict[str, datetime]:
+        """Record that this replica is alive ``at``; when each replica was last seen."""
+        if self._replica is None:
+            raise StoreError("see_replica needs Store(replica=...)", retryable=False)
+        with _errors("recording a replica", self._engine), self._engine.begin() as conn:
+            conn.execute(
+                self._upsert(_replicas, ["name"], ["seen_at"]),
+                {"name": self._replica, "seen_at": at},
             )
-            for row in nodes
-        ]
+            conn.execute(delete(_replicas).where(_replicas.c.seen_at < at - _REPLICA_FORGET))
+            return {row.name: row.seen_at for row in conn.execute(select(_replicas))}
 
     def apply(self, updates: Sequence[NodeUpdate]) -> int:
         """Writes ``updates`` in one transaction and returns the number of change rows written.
@@ -210,10 +251,11 @@ class Store:
         if not updates:
             return 0
         changes = [(u, c) for u in updates for c in u.changes]
+        now = datetime.now(UTC)  # when the batch lands, not when it was queued: tails read it
         with _errors("writing node updates", self._engine), self._engine.begin() as conn:
             # Consecutive runs of the same kind go as one executemany; order is kept.
             for shape, group in groupby(updates, key=_node_shape):
-                conn.execute(self._upsert_nodes(shape), [_node_params(u) for u in group])
+                conn.execute(self._upsert_nodes(shape), [self._node_params(u, now) for u in group])
             for removed, group in groupby(changes, key=lambda uc: uc[1].new is None):
                 self._write_facts(conn, removed, [(u.node, c) for u, c in group])
             rows = [_change_params(u, c) for u, c in changes if u.history]
@@ -222,8 +264,8 @@ class Store:
             drift.write(
                 conn,
                 self._upsert,
-                [f for u in updates for f in u.opened],
-                [f for u in updates for f in u.closed],
+                self._dialect_insert,
+                [(u.opened, u.closed) for u in updates if u.opened or u.closed],
                 [(u.node, u.baseline) for u in updates if u.baseline is not None],
             )
         return len(rows)
@@ -232,6 +274,11 @@ class Store:
         """Open drift findings and every baseline, for the aggregator's start."""
         with _errors("loading drift", self._engine), self._engine.connect() as conn:
             return drift.load_open(conn), drift.load_baselines(conn)
+
+    def findings_opened_since(self, since: datetime) -> list[DriftFinding]:
+        """Open drift findings opened at or after ``since``, whichever replica stored them."""
+        with _errors("reading new drift findings", self._engine), self._engine.connect() as conn:
+            return drift.open_since(conn, since)
 
     def findings(
         self,
@@ -315,7 +362,33 @@ class Store:
         )
 
     def _upsert_nodes(self, shape: tuple[str, ...]) -> Insert:
-        return self._upsert(_nodes, ["name"], shape)
+        if "connected" not in shape or "owner" in shape:
+            return self._upsert(_nodes, ["name"], shape)
+        # A disconnect applies only while this replica holds the node: the agent may already
+        # have reconnected to another one, whose row must stand.
+        stmt = self._dialect_insert(_nodes)
+        return stmt.on_conflict_do_update(
+            index_elements=["name"],
+            set_={col: stmt.excluded[col] for col in shape},
+            where=_nodes.c.owner.is_not_distinct_from(stmt.excluded.owner),
+        )
+
+    def _node_params(self, update: NodeUpdate, now: datetime) -> dict[str, object]:
+        return {
+            "name": update.node,
+            "first_seen_at": update.at,
+            "connected": bool(update.connected),
+            "boot_id": update.boot_id,
+            "agent_version": update.agent_version,
+            "last_report_at": update.last_report_at,
+            "content_hash": update.content_hash,
+            "owner": self._replica,
+            "changed_by": self._replica,
+            "changed_at": now,
+            "facts_changed_at": now if update.changes else None,
+            "baseline_changed_at": now if update.baseline else None,
+            "baseline_changed_by": self._replica if update.baseline else None,
+        }
 
     def _write_facts(
         self, conn: Connection, removed: bool, changes: list[tuple[str, Change]]
@@ -470,20 +543,40 @@ def _reading_ok(reading: Reading) -> bool:
 
 
 def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
-    """The node columns ``update`` sets; updates of one shape share a statement."""
-    return tuple(name for name in _NODE_FIELDS if getattr(update, name) is not None)
+    """The node columns ``update`` sets; updates of one shape share a statement.
+
+    A connect takes ownership of the node; a disconnect keeps the owner (the last holder);
+    drift transitions alone leave the row as it is, so tailing replicas skip them.
+    """
+    shape = tuple(name for name in _NODE_FIELDS if getattr(update, name) is not None)
+    if not shape and not update.changes and not update.baseline:
+        return ()
+    return (
+        shape
+        + (("owner",) if update.connected else ())
+        + ("changed_by", "changed_at")
+        + (("facts_changed_at",) if update.changes else ())
+        + (("baseline_changed_at", "baseline_changed_by") if update.baseline else ())
+    )
 
 
-def _node_params(update: NodeUpdate) -> dict[str, object]:
-    return {
-        "name": update.node,
-        "first_seen_at": update.at,
-        "connected": bool(update.connected),
-        "boot_id": update.boot_id,
-        "agent_version": update.agent_version,
-        "last_report_at": update.last_report_at,
-        "content_hash": update.content_hash,
-    }
+def _stored(row: Any, facts: dict[str, Reading], *, connected: bool) -> StoredNode:
+    return StoredNode(
+        name=row.name,
+        connected=connected,
+        boot_id=row.boot_id,
+        agent_version=row.agent_version,
+        first_seen_at=row.first_seen_at,
+        last_report_at=row.last_report_at,
+        facts=facts,
+        content_hash=row.content_hash,
+        owner=row.owner,
+        changed_by=row.changed_by,
+        changed_at=row.changed_at,
+        facts_changed_at=row.facts_changed_at,
+        baseline_changed_at=row.baseline_changed_at,
+        baseline_changed_by=row.baseline_changed_by,
+    )
 
 
 def _fact_params(node: str, path: str, reading: Reading) -> dict[str, object]:

@@ -6,6 +6,11 @@ because the database is unavailable is retried with capped exponential backoff. 
 the store refuses for its content is retried one update per transaction, so one bad update
 cannot hold back the rest; the bad one is logged and counted in ``rejected``. When the
 buffer is full ``submit`` says so, and the caller resyncs the node instead.
+
+Drift transitions and baselines are never refused: a resync cannot bring them back (the
+agent resends facts, not findings), and other replicas read findings from the database.
+They only follow facts this queue accepted, so they overshoot ``queue_max`` by at most
+what those facts produce; facts are refused while the buffer, transitions included, is full.
 """
 
 from __future__ import annotations
@@ -69,8 +74,11 @@ class Writer:
         return len(self._buffer)
 
     def submit(self, update: NodeUpdate) -> bool:
-        """Queues ``update``; False when the queue is full (counted in ``dropped``)."""
-        if len(self._buffer) >= self._queue_max:
+        """Queues ``update``; False when the queue is full (counted in ``dropped``).
+
+        An update carrying only drift transitions or a baseline is always queued.
+        """
+        if len(self._buffer) >= self._queue_max and not _decided(update):
             self.dropped += 1
             log.debug("write queue full", extra={"node": update.node})
             return False
@@ -179,3 +187,14 @@ class Writer:
         self._isolate = max(0, self._isolate - count)
         self._progress.set()
         self._progress = asyncio.Event()
+
+
+def _decided(update: NodeUpdate) -> bool:
+    """Whether ``update`` holds only what the aggregator decided (drift, baseline), no facts."""
+    return bool(update.opened or update.closed or update.baseline) and not (
+        update.changes
+        or update.connected is not None
+        or update.last_report_at is not None
+        or update.boot_id is not None
+        or update.agent_version is not None
+    )

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from conftest import Aggregator, scrape
 from kubernetes import client

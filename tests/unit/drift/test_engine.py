@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,6 +22,9 @@ class Clock:
     def __call__(self) -> datetime:
         self.now += timedelta(seconds=1)
         return self.now
+
+
+HOUR = timedelta(hours=1)
 
 
 def h100_facts(**overrides: object) -> dict[str, Reading]:
@@ -175,6 +179,18 @@ def test_restored_findings_that_still_hold_keep_their_identity(engine):
     result = evaluate(restarted, h100_facts(**{"driver.driver_version": "595.45.04"}))
     assert not result.opened and not result.closed and result.baseline is None
     assert {f.id for f in restarted.open_findings()} == {f.id for f in opened}
+
+
+def test_adopting_the_stored_copy_of_a_finding_takes_its_id_only_when_content_matches(engine):
+    evaluate(engine, h100_facts())
+    opened = evaluate(engine, h100_facts(**{"driver.driver_version": "595.45.04"})).opened
+    recipe = next(f for f in opened if f.kind == "recipe")
+    stored = replace(recipe, id="stored-by-another-replica", opened_at=recipe.opened_at - HOUR)
+    stale = replace(recipe, id="older-content", observed="595.1.1")
+    engine.adopt([stored, stale, replace(stored, id="closed", closed_at=recipe.opened_at)])
+    held = next(f for f in engine.open_findings() if f.kind == "recipe")
+    assert held == stored
+    assert not evaluate(engine, h100_facts(**{"driver.driver_version": "595.45.04"})).opened
 
 
 def test_the_pool_tally_follows_members_as_they_change_and_leave():

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from aggregator.drift import Baseline, DriftFinding
 from aggregator.store import Change, NodeUpdate, StoreError, Writer
 from plumb.facts import Reading
 
@@ -62,6 +63,25 @@ async def test_many_updates_land_in_few_batches(store, running):
     assert writer.batches <= math.ceil(n / batch_max) + 1
     assert sum(len(store.history(f"node-{k}", limit=n)) for k in range(7)) == n
     assert writer.healthy and writer.dropped == 0
+
+
+async def test_drift_transitions_are_queued_and_written_when_the_queue_is_full(store, running):
+    writer = Writer(store, queue_max=1)
+    assert writer.submit(_update(0))
+    assert not writer.submit(_update(1))  # facts: refused, the agent resyncs
+    finding = DriftFinding(
+        id="f1", node="n", kind="recipe", component="driver", expected="580", observed="550",
+        severity="critical", remediation="upgrade", recipe_hash="a" * 64, opened_at=T0,
+    )  # fmt: skip
+    baseline = Baseline({}, 8, T0)
+    assert writer.submit(NodeUpdate("n", T0, opened=(finding,)))
+    assert writer.submit(NodeUpdate("n", T0, baseline=baseline))
+    assert not writer.submit(_update(2))  # the transitions count against the facts' room
+    assert writer.dropped == 2 and writer.pending == 3
+    running(writer)
+    await writer.flush()
+    assert store.findings(node="n") == [finding]
+    assert store.load_drift()[1] == {"n": baseline}
 
 
 async def test_a_full_queue_refuses_and_counts_the_overflow():

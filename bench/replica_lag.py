@@ -1,0 +1,169 @@
+"""How stale one replica's view of another's nodes is: a change at replica A → visible at B.
+
+Starts a throwaway PostgreSQL (tests/pg_fixture.py), two `plumb serve` replicas on it and N
+agents in this process streaming to replica A, each a real StreamClient on loopback. One
+change at a time, a random node's driver version is set to a new value; the clock starts
+when that agent's collector first returns it and stops when `GET /v1/nodes/{name}` shows it,
+on A (its own agent) and on B (through the database). Results:
+bench/results/replica_lag.json.
+
+    .venv/bin/python bench/replica_lag.py [--agents 100] [--changes 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from fact_to_metric import PROFILES, ChangingNode
+from harness import free_port, serve_env, wait_for
+
+from agent.collect import collect_all
+from agent.settings import StreamSettings
+from agent.simulate import Simulation
+from agent.stream import Identity, StreamClient
+from aggregator.settings import ReplicaSettings
+from plumb.logs import configure_logging
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pg_fixture import PostgresServer, pg_bin  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+async def start_replica(name: str, db: str) -> tuple[asyncio.subprocess.Process, str, str]:
+    """A `plumb serve` replica on `db`, ready; its process, gRPC address and HTTP base URL."""
+    grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("plumb")),
+        "serve", "--grpc-listen", grpc_addr, "--http-listen", f"127.0.0.1:{http_port}",
+        "--db", db, "--log-level", "WARNING",
+        env={
+            **os.environ,
+            **serve_env(Path(tempfile.mkdtemp(prefix="plumb-bench-"))),
+            "PYTHONUNBUFFERED": "1",
+            "PLUMB_REPLICA__NAME": name,
+        },
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{http_port}"
+    async with httpx.AsyncClient(base_url=base) as http:
+        await wait_for(lambda: http.get("/readyz"), lambda r: r.status_code == 200, 120)
+    return proc, grpc_addr, base
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agents", type=int, default=100)
+    p.add_argument("--changes", type=int, default=50)
+    args = p.parse_args()
+    configure_logging("WARNING")
+    bindir = pg_bin()
+    if bindir is None:
+        sys.exit("PostgreSQL is not installed: apt-get install postgresql")
+    pg = PostgresServer(bindir).start()
+    procs = []
+    stop = asyncio.Event()
+    try:
+        db = pg.create_database("bench")
+        a_proc, a_grpc, a_url = await start_replica("replica-a", db)
+        procs.append(a_proc)
+        b_proc, _, b_url = await start_replica("replica-b", db)
+        procs.append(b_proc)
+        workdir = Path(tempfile.mkdtemp(prefix="plumb-bench-"))
+        nodes = {}
+        for i in range(args.agents):
+            name = f"bench-{i:05d}"
+            sim = Simulation(PROFILES[i % len(PROFILES)], name, workdir / name)
+            nodes[name] = ChangingNode(collect_all(sim.sources()))
+        settings = StreamSettings(poll_interval_s=0.2)
+        clients = [
+            StreamClient(a_grpc, Identity(name, "bench", name), node.collect, settings)
+            for name, node in nodes.items()
+        ]
+        tasks = [asyncio.create_task(c.run(stop)) for c in clients]
+        lag: dict[str, list[float]] = {"a": [], "b": []}
+        async with (
+            httpx.AsyncClient(base_url=a_url, timeout=10) as a,
+            httpx.AsyncClient(base_url=b_url, timeout=10) as b,
+        ):
+            await wait_for(
+                lambda: b.get("/v1/nodes"),
+                lambda r: sum(n["connected"] for n in r.json()) == args.agents,
+                timeout_s=180,
+            )
+            for k in range(args.changes):
+                # Changes right after B's poll would always wait a whole interval: spread them.
+                await asyncio.sleep(random.uniform(0, ReplicaSettings().poll_interval_s))
+                name = random.choice(list(nodes))
+                version = f"999.{k}.{random.randrange(10**6)}"
+                nodes[name].set_driver(version)
+                seen = await asyncio.gather(
+                    *(_shows(http, name, version) for http in (a, b))
+                )  # fmt: skip
+                for key, at in zip(("a", "b"), seen, strict=True):
+                    lag[key].append(at - nodes[name].noticed[version])
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), timeout=30)
+        pg.remove()
+    report(args, lag)
+
+
+async def _shows(http: httpx.AsyncClient, name: str, version: str) -> float:
+    """When `GET /v1/nodes/{name}` first shows the driver `version` (perf_counter)."""
+    await wait_for(
+        lambda: http.get(f"/v1/nodes/{name}"),
+        lambda r: r.status_code == 200 and r.json()["driver_version"] == version,
+        timeout_s=30,
+        interval_s=0.01,
+    )
+    return time.perf_counter()
+
+
+def _summary(seconds: list[float]) -> dict[str, float]:
+    ms = sorted(x * 1000 for x in seconds)
+    return {
+        "p50": round(statistics.median(ms), 1),
+        "p90": round(ms[int(len(ms) * 0.9)], 1),
+        "p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+        "max": round(ms[-1], 1),
+    }
+
+
+def report(args: argparse.Namespace, lag: dict[str, list[float]]) -> None:
+    result = {
+        "benchmark": "replica_lag",
+        "agents": args.agents,
+        "changes": len(lag["b"]),
+        "replica_poll_interval_s": ReplicaSettings().poll_interval_s,
+        "change_to_replica_a_ms": _summary(lag["a"]),
+        "change_to_replica_b_ms": _summary(lag["b"]),
+        "load_average": os.getloadavg(),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "replica_lag.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k.endswith("_ms")}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
