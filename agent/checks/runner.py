@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from agent.checks.conformance import CONFORMANCE
 from agent.checks.model import CheckContext, Outcome
+from agent.checks.params import refused
 from agent.checks.performance import PERFORMANCE
 
 __all__ = ["CHECKS", "CheckRunner", "Timed"]
@@ -64,6 +65,9 @@ class CheckRunner:
         check = CHECKS.get(check_id)
         if check is None:
             return Timed(check_id, Outcome.skip(f"unknown to this agent ({check_id})"), 0.0)
+        if (why := refused(check_id, params)) is not None:
+            log.warning("check refused", extra={"check": check_id, "reason": why})
+            return Timed(check_id, Outcome("error", f"refused: {why}"), 0.0)
         self._abandoned = {f for f in self._abandoned if not f.done()}
         if self._abandoned:
             outcome = Outcome.skip("busy", why="an earlier check that timed out still runs")

@@ -10,8 +10,9 @@ import types
 from dataclasses import replace
 from pathlib import Path
 
-from agent.checks import CheckContext, CheckRunner, Outcome
+from agent.checks import CHECKS, CheckContext, CheckRunner, Outcome
 from agent.checks.conformance import CONFORMANCE, pci_scan
+from agent.checks.params import PARAMS, refused
 from agent.checks.performance import PERFORMANCE
 from agent.collect import collect_all
 
@@ -199,3 +200,40 @@ def test_an_unknown_check_and_a_crashing_check_are_results_not_exceptions(monkey
     crashed = asyncio.run(runner.run("boom", {}, 1)).outcome
     assert unknown.status == "skip" and "unknown" in unknown.message
     assert crashed.status == "error" and "ValueError: bad" in crashed.message
+
+
+def test_parameters_outside_the_agents_catalog_refuse_the_check_before_it_runs(monkeypatch):
+    ran: list[dict] = []
+
+    def recording(ctx, params):
+        ran.append(dict(params))
+        return Outcome("pass", "ran")
+
+    monkeypatch.setattr("agent.checks.runner.CHECKS", {"nccl-allreduce": recording})
+    runner = CheckRunner(_ctx(_BusyNvml()))
+    for params, why in [
+        ({"max_bytes": "--op=max"}, "max_bytes: '--op=max' does not parse"),
+        ({"bytes": str(1 << 40)}, "outside"),
+        ({"iterations": "ten"}, "does not parse"),
+        ({"shell": "rm -rf /"}, "not one nccl-allreduce takes"),
+    ]:
+        outcome = asyncio.run(runner.run("nccl-allreduce", params, 1)).outcome
+        assert outcome.status == "error" and why in outcome.message, outcome
+    assert ran == []
+    allowed = {"max_bytes": "4G", "bytes": "1048576", "iterations": "20", "timeout_s": "300"}
+    assert asyncio.run(runner.run("nccl-allreduce", allowed, 1)).outcome.status == "pass"
+    assert ran == [allowed]
+
+
+def test_the_aggregators_catalog_sends_only_parameters_the_agent_allows():
+    from aggregator.recipes import load_catalog
+
+    assert set(PARAMS) == set(CHECKS), "every agent check declares its parameters"
+    agent_checks = [c for c in load_catalog().checks.by_id.values() if c.runs_on == "agent"]
+    assert {c.id for c in agent_checks} <= set(CHECKS)
+    for check in agent_checks:
+        sent = {k: str(v) for k, v in check.parameters.items()}
+        sent["timeout_s"] = f"{check.timeout_s:g}"
+        if check.id == "gpu-count":
+            sent["expected_gpus"] = "8"
+        assert refused(check.id, sent) is None, check.id
