@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import signal
 import statistics
@@ -30,7 +29,7 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import free_port, serve_env, wait_for
+from harness import free_port, serve_env, wait_for, write_result
 
 from agent.collect import collect_all
 from agent.settings import StreamSettings
@@ -39,7 +38,6 @@ from agent.stream import Identity, StreamClient
 from plumb import facts as wire
 from plumb.logs import configure_logging
 
-RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 
 
@@ -154,15 +152,8 @@ def report(args: argparse.Namespace, latencies: list[float]) -> None:
             "max": round(ms[-1], 1),
             "mean": round(statistics.fmean(ms), 1),
         },
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result(name, result)
     print(json.dumps(result["latency_ms"]), f"over {len(ms)} changes, {args.agents} agents")
 
 

@@ -33,7 +33,6 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
-import platform
 import random
 import re
 import signal
@@ -46,9 +45,8 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import free_port, serve_env
+from harness import free_port, serve_env, write_result
 
-RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 CHANGE_PATH = "gpus[0].ecc_uncorrected_aggregate"  # the steady-state change: an ECC counter
 RESEND_S = 60.0  # full-resend mode: NFD's worker re-labels every 60 s
@@ -736,17 +734,9 @@ async def main() -> None:
             if w.proc.is_alive():
                 w.proc.kill()
         await agg.stop()
-    result["machine"] = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
     result["load_avg_after"] = loadavg()
-    result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    RESULTS.mkdir(exist_ok=True)
     name = args.name or f"scale_{args.mode.replace('-', '_')}_{args.agents}"
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    print("wrote", RESULTS / f"{name}.json")
+    print("wrote", write_result(name, result))
 
 
 def sqlite_stats(path: str) -> dict:

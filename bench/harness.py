@@ -4,6 +4,9 @@ API access a benchmarked aggregator gets."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import platform
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -13,6 +16,7 @@ from typing import TypeVar
 import httpx
 
 R = TypeVar("R")
+RESULTS = Path(__file__).parent / "results"
 
 BENCH_TOKEN = "bench-admin-token-0123456789"
 # Send with calls that need the admin scope (POST /v1/validations).
@@ -57,3 +61,17 @@ async def wait_for(
             pass
         await asyncio.sleep(interval_s)
     raise TimeoutError("benchmark condition not reached")
+
+
+def write_result(name: str, result: dict) -> Path:
+    """Write `result`, with the machine and the time of measuring, as results/NAME.json."""
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{name}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return out

@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import signal
 import statistics
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import httpx
 from fact_to_metric import PROFILES, ChangingNode
-from harness import free_port, serve_env, wait_for
+from harness import free_port, serve_env, wait_for, write_result
 
 from agent.collect import collect_all
 from agent.settings import StreamSettings
@@ -38,8 +37,6 @@ from plumb.logs import configure_logging
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from pg_fixture import PostgresServer, pg_bin  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 
 
 async def start_replica(name: str, db: str) -> tuple[asyncio.subprocess.Process, str, str]:
@@ -153,15 +150,8 @@ def report(args: argparse.Namespace, lag: dict[str, list[float]]) -> None:
         "change_to_replica_a_ms": _summary(lag["a"]),
         "change_to_replica_b_ms": _summary(lag["b"]),
         "load_average": os.getloadavg(),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "replica_lag.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result("replica_lag", result)
     print(json.dumps({k: v for k, v in result.items() if k.endswith("_ms")}))
 
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import signal
 import statistics
 import sys
@@ -25,7 +23,7 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import ADMIN_HEADERS, free_port, serve_env, wait_for
+from harness import ADMIN_HEADERS, free_port, serve_env, wait_for, write_result
 
 from agent.checks import CheckContext, CheckRunner
 from agent.collect import collect_all
@@ -34,7 +32,6 @@ from agent.simulate import Simulation
 from agent.stream import Identity, StreamClient
 from plumb.logs import configure_logging
 
-RESULTS = Path(__file__).parent / "results"
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 FIGURES = {"nccl-allreduce": 400.0, "memory-bandwidth": 2800.0}
 
@@ -144,15 +141,8 @@ async def main() -> None:
         "agents in the benchmark process, aggregator in its own",
         "target_s_at_1000_nodes": 5.0,
         "fleets": fleets,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "validation.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result("validation", result)
     for f in fleets:
         print(f"{f['agents']} nodes: wall {f['wall_s']} s, last run {f['last_run']}")
 
