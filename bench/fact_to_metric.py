@@ -19,17 +19,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import signal
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from harness import free_port, serve_env, wait_for, write_result
+from harness import start_serve, wait_for, write_result
 
 from agent.collect import collect_all
 from agent.settings import StreamSettings
@@ -68,25 +66,10 @@ async def main() -> None:
     configure_logging("WARNING")
 
     workdir = Path(tempfile.mkdtemp(prefix="plumb-bench-"))
-    grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
-    base = f"http://127.0.0.1:{http_port}"
-    server = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("plumb")),
-        "serve",
-        "--grpc-listen",
-        grpc_addr,
-        "--http-listen",
-        f"127.0.0.1:{http_port}",
-        "--db",
-        f"sqlite:///{workdir}/bench.db",
-        "--log-level",
-        "WARNING",
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **serve_env(workdir)},
-    )
+    server, grpc_addr, base = await start_serve(workdir, f"sqlite:///{workdir}/bench.db")
     stop = asyncio.Event()
     try:
         async with httpx.AsyncClient(base_url=base, timeout=10) as http:
-            await wait_for(lambda: http.get("/readyz"), lambda r: r.status_code == 200)
             nodes = {}
             for i in range(args.agents):
                 name = f"bench-{i:05d}"

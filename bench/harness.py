@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -75,3 +76,21 @@ def write_result(name: str, result: dict) -> Path:
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     return out
+
+
+async def start_serve(
+    workdir: Path, db: str, **env: str
+) -> tuple[asyncio.subprocess.Process, str, str]:
+    """A `plumb serve` on loopback (`serve_env` plus `env`) on `db`, ready: its process, gRPC
+    address and HTTP base URL."""
+    grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("plumb")),
+        "serve", "--grpc-listen", grpc_addr, "--http-listen", f"127.0.0.1:{http_port}",
+        "--db", db, "--log-level", "WARNING",
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **serve_env(workdir), **env},
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{http_port}"
+    async with httpx.AsyncClient(base_url=base) as http:
+        await wait_for(lambda: http.get("/readyz"), lambda r: r.status_code == 200, 120)
+    return proc, grpc_addr, base

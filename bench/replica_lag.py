@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 from fact_to_metric import PROFILES, ChangingNode
-from harness import free_port, serve_env, wait_for, write_result
+from harness import start_serve, wait_for, write_result
 
 from agent.collect import collect_all
 from agent.settings import StreamSettings
@@ -39,24 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from pg_fixture import PostgresServer, pg_bin  # noqa: E402
 
 
-async def start_replica(name: str, db: str) -> tuple[asyncio.subprocess.Process, str, str]:
-    """A `plumb serve` replica on `db`, ready; its process, gRPC address and HTTP base URL."""
-    grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
-    proc = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("plumb")),
-        "serve", "--grpc-listen", grpc_addr, "--http-listen", f"127.0.0.1:{http_port}",
-        "--db", db, "--log-level", "WARNING",
-        env={
-            **os.environ,
-            **serve_env(Path(tempfile.mkdtemp(prefix="plumb-bench-"))),
-            "PYTHONUNBUFFERED": "1",
-            "PLUMB_REPLICA__NAME": name,
-        },
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{http_port}"
-    async with httpx.AsyncClient(base_url=base) as http:
-        await wait_for(lambda: http.get("/readyz"), lambda r: r.status_code == 200, 120)
-    return proc, grpc_addr, base
+def _workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="plumb-bench-"))
 
 
 async def main() -> None:
@@ -73,9 +57,9 @@ async def main() -> None:
     stop = asyncio.Event()
     try:
         db = pg.create_database("bench")
-        a_proc, a_grpc, a_url = await start_replica("replica-a", db)
+        a_proc, a_grpc, a_url = await start_serve(_workdir(), db, PLUMB_REPLICA__NAME="replica-a")
         procs.append(a_proc)
-        b_proc, _, b_url = await start_replica("replica-b", db)
+        b_proc, _, b_url = await start_serve(_workdir(), db, PLUMB_REPLICA__NAME="replica-b")
         procs.append(b_proc)
         workdir = Path(tempfile.mkdtemp(prefix="plumb-bench-"))
         nodes = {}

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from harness import ADMIN_HEADERS, free_port, serve_env, wait_for, write_result
+from harness import ADMIN_HEADERS, start_serve, wait_for, write_result
 
 from agent.checks import CheckContext, CheckRunner
 from agent.collect import collect_all
@@ -37,27 +35,12 @@ FIGURES = {"nccl-allreduce": 400.0, "memory-bandwidth": 2800.0}
 
 
 async def fleet_run(agents: int, runs: int, workdir: Path) -> dict:
-    grpc_addr, http_port = f"127.0.0.1:{free_port()}", free_port()
-    server = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("plumb")),
-        "serve",
-        "--grpc-listen",
-        grpc_addr,
-        "--http-listen",
-        f"127.0.0.1:{http_port}",
-        "--db",
-        f"sqlite:///{workdir}/bench-{agents}.db",
-        "--log-level",
-        "WARNING",
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **serve_env(workdir)},
-    )
+    db = f"sqlite:///{workdir}/bench-{agents}.db"
+    server, grpc_addr, base = await start_serve(workdir, db)
     stop = asyncio.Event()
     walls: list[float] = []
     try:
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{http_port}", timeout=30, headers=ADMIN_HEADERS
-        ) as http:
-            await wait_for(lambda: http.get("/readyz"), lambda r: r.status_code == 200)
+        async with httpx.AsyncClient(base_url=base, timeout=30, headers=ADMIN_HEADERS) as http:
             sources = {p: Simulation(p, f"bench-{p}", workdir / p).sources() for p in PROFILES}
             facts_by_profile = {p: collect_all(src) for p, src in sources.items()}
             clients = []
