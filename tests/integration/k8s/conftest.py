@@ -279,6 +279,52 @@ def make_node(api: client.ApiClient) -> Iterator[Callable[..., client.V1Node]]:
             pass
 
 
+class AgentPods:
+    """Agent pods of one ServiceAccount in one namespace, bound straight to nodes (there is
+    no kubelet or scheduler to place them), and the projected-style tokens the kubelet would
+    mint for them."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str, service_account: str):
+        self.core, self.namespace, self.sa = core, namespace, service_account
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+        core.create_namespaced_service_account(
+            namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=service_account))
+        )
+
+    def pod(self, name: str, node: str) -> client.V1Pod:
+        """Pod `name` on `node`, running as the ServiceAccount."""
+        return self.core.create_namespaced_pod(
+            self.namespace,
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(name=name),
+                spec=client.V1PodSpec(
+                    node_name=node,
+                    service_account_name=self.sa,
+                    automount_service_account_token=False,
+                    containers=[client.V1Container(name="agent", image="plumb:test")],
+                ),
+            ),
+        )
+
+    def token(self, pod: client.V1Pod | None, audience: str = "plumb") -> str:
+        """A token for the ServiceAccount (TokenRequest), bound to `pod` when given."""
+        bound = (
+            client.V1BoundObjectReference(
+                kind="Pod", api_version="v1", name=pod.metadata.name, uid=pod.metadata.uid
+            )
+            if pod is not None
+            else None
+        )
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(
+                audiences=[audience], expiration_seconds=600, bound_object_ref=bound
+            )
+        )
+        return self.core.create_namespaced_service_account_token(
+            self.sa, self.namespace, request
+        ).status.token
+
+
 @pytest.fixture(scope="session")
 def helm_binary() -> str:
     return helm_path()

@@ -8,46 +8,19 @@ from conftest import Aggregator, scrape, until
 from kubernetes import client
 from test_protocol import hello
 
+from k8s.conftest import AgentPods
 from plumb.v1 import agent_pb2_grpc
 
 NAMESPACE = "agents-id"
 SA = "plumb-agent"
+NODES = ("id-node-a", "id-node-b")
 
 
 @pytest.fixture(scope="module")
 def tokens(api) -> dict[str, str]:
     """A projected-style token (audience plumb) for an agent pod on each of two nodes."""
-    core = client.CoreV1Api(api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
-    core.create_namespaced_service_account(
-        NAMESPACE, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=SA))
-    )
-    out = {}
-    for node in ("id-node-a", "id-node-b"):
-        pod = core.create_namespaced_pod(
-            NAMESPACE,
-            client.V1Pod(
-                metadata=client.V1ObjectMeta(name=f"agent-{node}"),
-                spec=client.V1PodSpec(
-                    node_name=node,
-                    service_account_name=SA,
-                    automount_service_account_token=False,
-                    containers=[client.V1Container(name="agent", image="plumb:test")],
-                ),
-            ),
-        )
-        bound = client.V1BoundObjectReference(
-            kind="Pod", api_version="v1", name=pod.metadata.name, uid=pod.metadata.uid
-        )
-        request = client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(
-                audiences=["plumb"], expiration_seconds=600, bound_object_ref=bound
-            )
-        )
-        out[node] = core.create_namespaced_service_account_token(
-            SA, NAMESPACE, request
-        ).status.token
-    return out
+    agents = AgentPods(client.CoreV1Api(api), NAMESPACE, SA)
+    return {node: agents.token(agents.pod(f"agent-{node}", node)) for node in NODES}
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from aggregator.errors import Forbidden
 from aggregator.k8s import review_token, verify_agent
+from k8s.conftest import AgentPods
 
 NAMESPACE = "agents-tr"
 SA = "plumb-agent"
@@ -25,44 +26,14 @@ def core(api) -> client.CoreV1Api:
 
 
 @pytest.fixture(scope="module")
-def agent_pods(core) -> dict[str, client.V1Pod]:
+def agents(core) -> AgentPods:
+    return AgentPods(core, NAMESPACE, SA)
+
+
+@pytest.fixture(scope="module")
+def agent_pods(agents) -> dict[str, client.V1Pod]:
     """Two agent pods, bound straight to nodes tr-node-a and tr-node-b (no scheduler needed)."""
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
-    core.create_namespaced_service_account(
-        NAMESPACE, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=SA))
-    )
-    pods = {}
-    for node in ("tr-node-a", "tr-node-b"):
-        pods[node] = core.create_namespaced_pod(
-            NAMESPACE,
-            client.V1Pod(
-                metadata=client.V1ObjectMeta(name=f"agent-{node}"),
-                spec=client.V1PodSpec(
-                    node_name=node,
-                    service_account_name=SA,
-                    automount_service_account_token=False,
-                    containers=[client.V1Container(name="agent", image="plumb:test")],
-                ),
-            ),
-        )
-    return pods
-
-
-def mint(core, pod: client.V1Pod | None, audience: str = "plumb") -> str:
-    """A token for the agent ServiceAccount, bound to `pod` when given."""
-    bound = (
-        client.V1BoundObjectReference(
-            kind="Pod", api_version="v1", name=pod.metadata.name, uid=pod.metadata.uid
-        )
-        if pod is not None
-        else None
-    )
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(
-            audiences=[audience], expiration_seconds=600, bound_object_ref=bound
-        )
-    )
-    return core.create_namespaced_service_account_token(SA, NAMESPACE, request).status.token
+    return {node: agents.pod(f"agent-{node}", node) for node in ("tr-node-a", "tr-node-b")}
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +48,13 @@ def aggregator_api(control_plane, plumb_release) -> Iterator[client.ApiClient]:
     api.close()
 
 
-async def test_token_for_a_pod_on_node_a_is_accepted_for_node_a(core, agent_pods, aggregator_api):
-    token = mint(core, agent_pods["tr-node-a"])
+async def test_token_for_a_pod_on_node_a_is_accepted_for_node_a(agents, agent_pods, aggregator_api):
+    token = agents.token(agent_pods["tr-node-a"])
     await verify_agent(aggregator_api, token, "tr-node-a")
 
 
-async def test_the_same_token_is_rejected_for_node_b(core, agent_pods, aggregator_api):
-    token = mint(core, agent_pods["tr-node-a"])
+async def test_the_same_token_is_rejected_for_node_b(agents, agent_pods, aggregator_api):
+    token = agents.token(agent_pods["tr-node-a"])
     with pytest.raises(Forbidden, match="runs on tr-node-a, not tr-node-b"):
         await verify_agent(aggregator_api, token, "tr-node-b")
 
@@ -98,14 +69,14 @@ async def test_an_empty_token_is_rejected(aggregator_api):
         await verify_agent(aggregator_api, "", "tr-node-a")
 
 
-async def test_a_token_for_another_audience_is_rejected(core, agent_pods, aggregator_api):
-    token = mint(core, agent_pods["tr-node-a"], audience="https://kubernetes.default.svc")
+async def test_a_token_for_another_audience_is_rejected(agents, agent_pods, aggregator_api):
+    token = agents.token(agent_pods["tr-node-a"], audience="https://kubernetes.default.svc")
     with pytest.raises(Forbidden, match="rejected"):
         await verify_agent(aggregator_api, token, "tr-node-a")
 
 
-async def test_a_token_bound_to_no_pod_is_rejected(core, agent_pods, aggregator_api):
-    token = mint(core, None)
+async def test_a_token_bound_to_no_pod_is_rejected(agents, agent_pods, aggregator_api):
+    token = agents.token(None)
     identity = await review_token(aggregator_api, token)
     assert (identity.namespace, identity.service_account, identity.pod_name) == (
         NAMESPACE,
@@ -116,19 +87,9 @@ async def test_a_token_bound_to_no_pod_is_rejected(core, agent_pods, aggregator_
         await verify_agent(aggregator_api, token, "tr-node-a")
 
 
-async def test_the_token_dies_with_its_pod(core, agent_pods, aggregator_api):
-    pod = core.create_namespaced_pod(
-        NAMESPACE,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name="agent-short-lived"),
-            spec=client.V1PodSpec(
-                node_name="tr-node-a",
-                service_account_name=SA,
-                containers=[client.V1Container(name="agent", image="plumb:test")],
-            ),
-        ),
-    )
-    token = mint(core, pod)
+async def test_the_token_dies_with_its_pod(core, agents, aggregator_api):
+    pod = agents.pod("agent-short-lived", "tr-node-a")
+    token = agents.token(pod)
     await verify_agent(aggregator_api, token, "tr-node-a")
     core.delete_namespaced_pod(
         pod.metadata.name, NAMESPACE, body=client.V1DeleteOptions(grace_period_seconds=0)
