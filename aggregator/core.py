@@ -354,6 +354,8 @@ async def open_core(settings: AggregatorSettings) -> Core:
     drift = DriftEngine(catalog.drift, utcnow)
     drift.restore(open_findings, baselines)
     registry, metrics = build_registry(state, writer)
+    # SQLite is one process; on PostgreSQL other replicas may write the same database.
+    shared = make_url(settings.db).get_backend_name() == "postgresql"
     ingest = Ingest(
         state,
         writer,
@@ -361,6 +363,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
         metrics.ingest,
         build_authenticator(settings.auth),
         replica=settings.replica.name,
+        write_heartbeats=shared,
     )
     recipes = ResolutionCache(catalog)
     evaluator = Evaluator(
@@ -368,10 +371,9 @@ async def open_core(settings: AggregatorSettings) -> Core:
     )
     metrics.drift.watch(evaluator)
     metrics.nodes.watch(evaluator)
-    # SQLite is one process; on PostgreSQL other replicas may write the same database.
     replicas = Replicas(
         settings.replica,
-        tailing=make_url(settings.db).get_backend_name() == "postgresql",
+        tailing=shared,
         idle_timeout_s=settings.ingest.idle_timeout_s,
         store=store,
         state=state,

@@ -82,9 +82,12 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         auth: Authenticator,
         clock: Callable[[], datetime] = utcnow,
         replica: str | None = None,
+        write_heartbeats: bool = False,
     ):
         self._state = state
         self._replica = replica  # named as the owner of the nodes streaming here
+        # Only where other replicas read the database do they need each heartbeat's time.
+        self._write_heartbeats = write_heartbeats
         self._auth = auth
         self._writer = writer
         self._settings = settings
@@ -329,13 +332,14 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if digest != node.content_hash:
             return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
         node.last_report_at = self._clock()
-        # Other replicas judge the node's connection by its last report; a dropped one is
-        # counted by the writer and the next heartbeat makes up for it.
-        self._writer.submit(
-            NodeUpdate(
-                node=session.node, at=node.last_report_at, last_report_at=node.last_report_at
+        if self._write_heartbeats:
+            # Other replicas judge the node's connection by its last report; a dropped one is
+            # counted by the writer and the next heartbeat makes up for it.
+            self._writer.submit(
+                NodeUpdate(
+                    node=session.node, at=node.last_report_at, last_report_at=node.last_report_at
+                )
             )
-        )
         return None
 
     def _resync(self, session: Session, reason: str, detail: str) -> agent_pb2.ConnectResponse:
