@@ -217,10 +217,10 @@ class AggregatorSettings(BaseSettings):
     tls: TlsSettings = TlsSettings()
     validation: ValidationSettings = ValidationSettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
-    # The pod's namespace and name, as the chart sets them (downward API): the Lease lives in
-    # the namespace, and the pod name identifies this replica in it.
+    # The pod's namespace, as the chart sets it (downward API): the Lease lives there.
     namespace: str = "default"
-    pod_name: str | None = None
+    # This process among replicas: the Lease holder's identity and the owner of the nodes
+    # streaming to it; the chart names it after the pod.
     replica: ReplicaSettings = ReplicaSettings()
     # PLUMB_VALIDATION_NAMESPACE, as the chart sets it: overrides validation.namespace.
     validation_namespace: str | None = None

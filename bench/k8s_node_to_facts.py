@@ -59,7 +59,7 @@ class Replica:
             **os.environ,
             **serve_env(work),
             "PLUMB_AUTH__KUBECONFIG": str(kubeconfig),
-            "PLUMB_POD_NAME": name,
+            "PLUMB_REPLICA__NAME": name,
             "PLUMB_KUBERNETES__LEASE_NAME": lease,
             "PLUMB_KUBERNETES__LEASE_DURATION_S": str(lease_s),
             "PLUMB_KUBERNETES__RENEW_DEADLINE_S": str(lease_s * 0.75),

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -58,7 +56,7 @@ class Cluster:
         count_error: CountError,
     ):
         k = settings.kubernetes
-        self.identity = settings.pod_name or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        self.identity = settings.replica.name
         self.elector = LeaderElector(
             api,
             settings.namespace,

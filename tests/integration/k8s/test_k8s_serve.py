@@ -48,7 +48,7 @@ def serve(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable
             extra_env={
                 "PLUMB_AUTH__KUBECONFIG": str(kubeconfig),
                 "PLUMB_NAMESPACE": namespace,
-                "PLUMB_POD_NAME": replica,
+                "PLUMB_REPLICA__NAME": replica,
                 "PLUMB_KUBERNETES__LEASE_NAME": lease,
                 **FAST,
                 **env,

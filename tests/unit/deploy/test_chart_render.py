@@ -11,9 +11,9 @@ from chart_cases import ALL_ON, CHART, MONITORING_APIS, PERSISTENT, SECURED
 from agent.settings import AgentSettings
 from aggregator.settings import AggregatorSettings
 
-# Env vars the chart sets ahead of the code that reads them (issue 7, parts 3 and 4).
+# Env vars the chart sets ahead of the code that reads them.
 PENDING_AGENT_ENV: set[str] = set()
-PENDING_AGGREGATOR_ENV = {"PLUMB_NAMESPACE", "PLUMB_POD_NAME"}
+PENDING_AGGREGATOR_ENV: set[str] = set()
 BUILTIN_GROUPS_SKIPPED = ("monitoring.coreos.com/",)  # CRDs: no schema in kubernetes-validate
 
 
