@@ -38,10 +38,13 @@ DEGRADED_NODE = "gke-a100-2"
 _TIMEOUT_S = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """Distinct TCP ports free on 127.0.0.1: all held open together, so none repeats."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def _bin(name: str) -> str:
@@ -170,8 +173,9 @@ def _profile_copy(name: str, node: str, workdir: Path) -> Path:
 def run_demo(out: Console, *, keep: bool = False) -> int:
     """Run the tour; returns the exit code."""
     workdir = Path(tempfile.mkdtemp(prefix="plumb-demo-"))
-    grpc_addr = f"127.0.0.1:{_free_port()}"
-    base = f"http://127.0.0.1:{_free_port()}"
+    grpc_port, http_port = _free_ports(2)
+    grpc_addr = f"127.0.0.1:{grpc_port}"
+    base = f"http://127.0.0.1:{http_port}"
     db = f"sqlite:///{workdir / 'plumb.db'}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with ExitStack() as stack:

@@ -82,6 +82,9 @@ async def serve(settings: AggregatorSettings) -> None:
             # transport's own, silent limit only stops what is far beyond it.
             ("grpc.max_receive_message_length", 4 * settings.ingest.max_message_bytes),
             ("grpc.max_send_message_length", settings.ingest.max_message_bytes),
+            # gRPC shares a port between processes by default: a second `plumb serve` on the
+            # same address would silently take half the agents instead of failing.
+            ("grpc.so_reuseport", 0),
         ]
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(core.ingest, server)

@@ -29,10 +29,22 @@ PROFILES = Path(__file__).resolve().parents[2] / "agent" / "profiles"
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 now and not handed out before in this process.
+
+    The kernel may offer a just-closed port again, so two calls in a row could otherwise
+    name the same port for gRPC and HTTP.
+    """
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 # What a check may raise while the thing it waits for is not there yet.

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 
-from conftest import scrape, until
+from conftest import BIN, ENV, free_port, scrape, until
 
 
 def test_simulated_nodes_appear_with_their_stack(aggregator, start_agent):
@@ -123,3 +124,18 @@ def test_unknown_node_is_a_404_with_a_json_error(aggregator):
     assert resp.json()["code"] == "not_found"
     assert "ghost" in resp.json()["message"]
     assert aggregator.get("/v1/nodes/ghost/history").status_code == 404
+
+
+def test_a_second_serve_on_a_taken_agent_port_stops_with_a_hint(aggregator, tmp_path):
+    """gRPC would share the port (SO_REUSEPORT) and quietly take half the agents."""
+    serve = subprocess.run(
+        [str(BIN / "plumb"), "serve", "--grpc-listen", aggregator.grpc,
+         "--http-listen", f"127.0.0.1:{free_port()}",
+         "--db", f"sqlite:///{tmp_path / 'second.db'}"],
+        env=ENV, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert serve.returncode == 5, serve.stderr
+    said = " ".join(serve.stderr.split())
+    assert f"cannot listen for agents on {aggregator.grpc}" in said
+    assert "hint:" in said
+    assert aggregator.get("/readyz").status_code == 200  # the first one is untouched
