@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
-from plumb.facts import Reading, content_hash
+from plumb.facts import Reading, content_hash, gpu_count
 
 __all__ = ["LiveState", "NodeState", "NodeSummary"]
 
@@ -75,7 +75,7 @@ class NodeState:
         return reading.value if reading is not None and reading.status == "ok" else None
 
     def gpu_count(self) -> int:
-        return self.derived("gpu_count", _gpu_count)
+        return gpu_count(self.facts)
 
     def gpu_product(self) -> str | None:
         """The product name when every GPU has the same one, else the names joined by ' + '."""
@@ -110,10 +110,6 @@ class NodeSummary:
             kernel=_str(node.value("host.kernel")),
             os=f"{os_id} {os_version}" if os_id and os_version else _str(os_id),
         )
-
-
-def _gpu_count(node: NodeState) -> int:
-    return sum(1 for p in node.facts if p.startswith("gpus[") and p.endswith("].index"))
 
 
 def _gpu_product(node: NodeState) -> str | None:

@@ -18,7 +18,7 @@ from aggregator.drift import evaluate
 from aggregator.drift.model import DriftFinding, Kind, Observation
 from aggregator.recipes import Resolution
 from aggregator.recipes.drift_rules import DriftRules
-from plumb.facts import Reading
+from plumb.facts import Reading, gpu_count
 
 Facts = Mapping[str, Reading]
 _NODE_KINDS: frozenset[Kind] = frozenset({"recipe", "constraint", "baseline", "health"})
@@ -102,7 +102,7 @@ class DriftEngine:
         """Make the node's current stack its baseline; the next evaluation compares to it."""
         base = Baseline(
             facts=evaluate.baseline_facts(facts, self.rules.baseline),
-            gpu_count=evaluate.gpu_count(facts),
+            gpu_count=gpu_count(facts),
             accepted_at=self._clock(),
         )
         self.baselines[node] = base

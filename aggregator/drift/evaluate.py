@@ -14,7 +14,7 @@ from functools import lru_cache
 from aggregator.drift.model import Observation
 from aggregator.recipes import Resolution
 from aggregator.recipes.drift_rules import BaselineRule, DriftRules, PoolRule
-from plumb.facts import Reading
+from plumb.facts import Reading, gpu_count
 
 Facts = Mapping[str, Reading]
 _INDEX = re.compile(r"\[\d+\]")
@@ -183,10 +183,6 @@ def pool(facts: Facts, majorities: Mapping[str, str], rules: DriftRules) -> list
                 )
             )
     return out
-
-
-def gpu_count(facts: Facts) -> int:
-    return sum(1 for p in facts if p.startswith("gpus[") and p.endswith("].index"))
 
 
 def health(facts: Facts, baseline_gpus: int | None, rules: DriftRules) -> list[Observation]:

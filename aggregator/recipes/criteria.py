@@ -15,7 +15,7 @@ from functools import cache
 from aggregator.errors import InvalidInput
 from aggregator.recipes.catalog import CRITERIA_KEYS, Catalog, load_catalog
 from aggregator.recipes.node import NodeView
-from plumb.facts import Reading
+from plumb.facts import Reading, gpu_count
 
 __all__ = ["Criteria", "CriteriaError", "check_criteria", "infer_criteria"]
 
@@ -88,15 +88,17 @@ def infer_criteria(
 
 def _accelerator(catalog: Catalog, facts: Mapping[str, Reading]) -> str:
     """The accelerator most of the node's GPUs are; ``any`` when none is recognised."""
-    gpus: dict[str, dict[str, str]] = {}
-    for path, reading in facts.items():
-        if path.startswith("gpus[") and reading.status == "ok" and reading.value is not None:
-            index, _, leaf = path.partition("].")
-            gpus.setdefault(index, {})[leaf] = str(reading.value)
+
+    def text(path: str) -> str | None:
+        reading = facts.get(path)
+        if reading is None or reading.status != "ok" or reading.value is None:
+            return None
+        return str(reading.value)
+
     found = Counter(
         row.accelerator
-        for g in gpus.values()
-        if (row := catalog.identify_gpu(g.get("name"), g.get("pci_device_id")))
+        for i in range(gpu_count(facts))
+        if (row := catalog.identify_gpu(text(f"gpus[{i}].name"), text(f"gpus[{i}].pci_device_id")))
     )
     if not found:
         return "any"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from plumb.facts import Reading
+from plumb.facts import Reading, gpu_count
 
 __all__ = ["FACT_NAMES", "GpuIdentity", "NodeView", "normalize_pci_device_id"]
 
@@ -56,14 +56,19 @@ def normalize_pci_device_id(raw: str) -> str:
     return text[:4] if len(text) == 8 else text
 
 
+# The repeated entries' leaves a view reads; a node's other few hundred paths are skipped.
+_WANTED = frozenset(_MULTI.values())
+
+
 @lru_cache(maxsize=1 << 16)
 def _repeated(path: str) -> tuple[str, int, str] | None:
-    """(prefix, index, leaf) of a repeated entry's path; every node repeats the same paths."""
+    """(prefix, index, leaf) of a repeated entry's path the view reads, else None; every node
+    repeats the same paths."""
     match = _REPEATED.match(path)
     if match is None:
         return None
     prefix, index, leaf = match.groups()
-    return prefix, int(index), leaf
+    return (prefix, int(index), leaf) if (prefix, leaf) in _WANTED else None
 
 
 def _text(value: object) -> str:
@@ -105,8 +110,8 @@ class NodeView:
             if found:
                 values[name] = tuple(sorted(found))
         gpus = repeated.get("gpus", {})
-        if gpus:
-            values["gpu.count"] = (str(len(gpus)),)
+        if count := gpu_count(facts):
+            values["gpu.count"] = (str(count),)
         if identify is not None and gpus:
             known = [identify(g.get("name"), g.get("pci_device_id")) for g in gpus.values()]
             ids = [k for k in known if k is not None]

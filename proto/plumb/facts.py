@@ -33,6 +33,7 @@ __all__ = [
     "diff",
     "flatten",
     "from_fact",
+    "gpu_count",
     "hex_digest",
     "leaves",
     "nest",
@@ -327,6 +328,14 @@ def from_fact(path: str, fact: facts_pb2.Fact) -> Reading:
     value = getattr(fact, which)
     _check_value(path, value)
     return Reading.ok(value)
+
+
+def gpu_count(flat: Mapping[str, Reading]) -> int:
+    """The number of GPUs in flat facts: ``gpus[0]`` … ``gpus[n-1]``, as flatten numbers them."""
+    count = 0
+    while f"gpus[{count}].index" in flat:
+        count += 1
+    return count
 
 
 def content_digest(flat: Mapping[str, Reading]) -> bytes:

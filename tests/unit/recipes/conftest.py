@@ -57,6 +57,7 @@ def _facts(
     for i, version in enumerate(nccl):
         out[f"nccl.libraries[{i}].version"] = Reading.ok(version)
     for i in range(gpus if gpu or pci else 0):
+        out[f"gpus[{i}].index"] = Reading.ok(i)  # the agent writes it for every GPU it sees
         if gpu:
             out[f"gpus[{i}].name"] = Reading.ok(gpu)
         if pci:
