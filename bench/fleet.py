@@ -307,6 +307,12 @@ class Worker:
 # ---------------------------------------------------------------- aggregator side
 
 
+def cpu_s(pid: int) -> float:
+    """CPU-seconds process `pid` has used (its threads, not its children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
 class Aggregator:
     """A `plumb serve` subprocess with CPU/RSS readings from /proc."""
 
@@ -320,6 +326,7 @@ class Aggregator:
         }
         self.proc: asyncio.subprocess.Process | None = None
         self.pid_file: str | None = None  # where to write the pid of each start, for py-spy
+        self.cpus: set[int] | None = None  # the CPUs each start is pinned to, if any
 
     async def start(self) -> float:
         self.proc = await asyncio.create_subprocess_exec(
@@ -335,6 +342,8 @@ class Aggregator:
             "ERROR",
             env=self.env,
         )
+        if self.cpus:
+            os.sched_setaffinity(self.proc.pid, self.cpus)
         if self.pid_file:
             Path(self.pid_file).write_text(f"{self.proc.pid}\n")  # noqa: ASYNC240 (tiny)
         return time.monotonic()
@@ -345,8 +354,7 @@ class Aggregator:
         return self.proc.pid
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        return cpu_s(self.pid)
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -581,15 +589,20 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         statuses = [await w.ask("status") for w in workers] + [local.status()]
         return sum(s["welcomed_since_mark"] for s in statuses)
 
+    def simulator_cpu_s() -> float:
+        return cpu_s(os.getpid()) + sum(cpu_s(w.proc.pid) for w in workers)
+
     t_kill = time.monotonic()
     await agg.stop(sig)
     t_down = time.monotonic()
     t_start = await agg.start()
+    sim0 = simulator_cpu_s()
     await wait_ready(http)
     t_ready = time.monotonic()
     cpu0 = agg.cpu_s()
     done = await wait_connected(http, args.agents, args.storm_timeout_s, t_start, welcomed)
     cpu1 = agg.cpu_s()
+    sim1 = simulator_cpu_s()
     m, _, _ = await scrape(http)
     statuses = [await w.ask("status") for w in workers]
     return {
@@ -606,6 +619,8 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         # The new process's CPU from its start to all connected: load, restore and resync.
         # Unlike the seconds above it hardly depends on what else the machine runs.
         "aggregator_cpu_s_restart_to_all_connected": round(cpu1, 1),
+        # The agents' side of the same interval (this process and the agent processes).
+        "simulator_cpu_s_restart_to_all_connected": round(sim1 - sim0, 1),
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
         "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
         "resyncs_total": int(m.get("plumb_ingest_resyncs_total", 0)),
@@ -635,6 +650,13 @@ async def main() -> None:
     p.add_argument("--storm-timeout-s", type=float, default=180.0)
     p.add_argument("--db", default=None, help="database URL (default: SQLite in a temp dir)")
     p.add_argument("--pid-file", default=None, help="write the aggregator's pid here")
+    p.add_argument(
+        "--aggregator-cpu",
+        type=int,
+        default=None,
+        help="pin the aggregator to this CPU and the simulator to the others, as in a "
+        "cluster where agents run on their own nodes",
+    )
     p.add_argument("--name", default=None, help="result file name (default: scale_<mode>_<n>)")
     args = p.parse_args()
     from plumb.logs import configure_logging
@@ -661,9 +683,16 @@ async def main() -> None:
         "agent_reconnect_window_s": args.reconnect_window_s or 10.0,
         "db": "sqlite" if args.db is None else args.db.split(":", 1)[0],
         "load_avg_before": loadavg(),
+        "aggregator_cpu": args.aggregator_cpu,  # None: it shares every CPU with the simulator
     }
     agg = Aggregator(db, grpc_addr, http_port, args.heartbeat_s, workdir)
     agg.pid_file = args.pid_file
+    if args.aggregator_cpu is not None:
+        others = os.sched_getaffinity(0) - {args.aggregator_cpu}
+        if not others:
+            raise SystemExit(f"--aggregator-cpu {args.aggregator_cpu} leaves no CPU for agents")
+        agg.cpus = {args.aggregator_cpu}
+        os.sched_setaffinity(0, others)  # the agent processes inherit it
     base = f"http://127.0.0.1:{http_port}"
     ctx = mp.get_context("spawn")
     workers: list[Worker] = []
