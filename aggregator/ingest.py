@@ -438,6 +438,8 @@ def _changes(
     old: Mapping[str, wire.Reading], new: Mapping[str, wire.Reading]
 ) -> tuple[Change, ...]:
     """The store's change rows from `old` facts to `new`."""
+    if old is new:  # a resend of the facts held, with no cluster overlay: nothing to compare
+        return ()
     changed, removed = wire.diff(old, new)
     return tuple(Change(p, old.get(p), r) for p, r in changed.items()) + tuple(
         Change(p, old[p], None) for p in removed

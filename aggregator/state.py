@@ -161,10 +161,11 @@ class LiveState:
 
         Without a stored content hash, `NodeState.ensure_hash` computes it when first needed.
         """
+        stored = dict(facts)  # one dict for both: neither is ever edited in place
         node = NodeState(
             name=name,
-            facts=dict(facts),
-            reported=dict(facts),
+            facts=stored,
+            reported=stored,
             reported_verified=False,
             **attrs,  # type: ignore[arg-type]
         )
