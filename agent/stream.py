@@ -10,6 +10,7 @@ comes back within about one window of an aggregator restart, and not in lockstep
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -146,14 +147,18 @@ class StreamClient:
         self._write_lock = asyncio.Lock()
         self._check_requests: asyncio.Queue = asyncio.Queue(maxsize=_MAX_PENDING_CHECK_REQUESTS)
         reader = asyncio.create_task(self._read(call))
-        reporter = asyncio.create_task(self._report(call, stop))
+        reporter = asyncio.create_task(self._report(call))
         checker = asyncio.create_task(self._run_checks(call))
+        stopped = asyncio.create_task(stop.wait())
+        tasks = (reader, reporter, checker, stopped)
         try:
-            done, _ = await asyncio.wait({reader, reporter}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {reader, reporter, stopped}, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
-            for task in (reader, reporter, checker):
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(reader, reporter, checker, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             call.cancel()
         for task in done:
             task.result()  # re-raise what ended the session, if it failed
@@ -216,17 +221,18 @@ class StreamClient:
             )
             await self._send(call, agent_pb2.ConnectRequest(check_result=result))
 
-    async def _report(self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event) -> None:
-        """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat."""
+    async def _report(self, call: grpc.aio.StreamStreamCall) -> None:
+        """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat.
+
+        Runs until the session cancels it (the stream ended, or the agent is stopping).
+        """
         seq = 1  # seq of the last facts message; heartbeats repeat it
         facts = await asyncio.to_thread(self._collect)
         digest = wire.content_digest(facts)
         await self._send(call, _full(seq, digest, facts))
         last_sent = time.monotonic()
         while True:
-            await _first_of(stop, self._resync, timeout_s=self._settings.poll_interval_s)
-            if stop.is_set():
-                return
+            await woken(self._resync, timeout_s=self._settings.poll_interval_s)
             current = await asyncio.to_thread(self._collect)
             if self._resync.is_set():
                 self._resync.clear()
@@ -292,14 +298,12 @@ async def _stopped(stop: asyncio.Event, delay_s: float) -> bool:
     return True
 
 
-async def _first_of(*events: asyncio.Event, timeout_s: float) -> None:
-    """Return when any of `events` is set or `timeout_s` has passed."""
-    waiters = [asyncio.create_task(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
+async def woken(event: asyncio.Event, timeout_s: float) -> None:
+    """Return when `event` is set or `timeout_s` has passed: a timer and no task, as every
+    poll waits so."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
 
 
 def _full(seq: int, digest: bytes, facts: dict[str, wire.Reading]) -> agent_pb2.ConnectRequest:

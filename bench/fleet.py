@@ -109,7 +109,7 @@ def _cheap_agent_wire() -> None:
 def _clients():
     """The two client kinds, built after the agent modules are imported in this process."""
     import agent.stream as stream
-    from agent.stream import StreamClient, _first_of
+    from agent.stream import StreamClient, woken
     from plumb import facts as wire
 
     class CountingClient(StreamClient):
@@ -124,14 +124,14 @@ def _clients():
     class FullResendClient(CountingClient):
         """NFD-style: the whole of the facts every RESEND_S, no deltas, no heartbeats."""
 
-        async def _report(self, call, stop):
+        async def _report(self, call):
             seq = 0
-            while not stop.is_set():
+            while True:
                 facts = await asyncio.to_thread(self._collect)
                 seq += 1
                 self._resync.clear()
                 await self._send(call, stream._full(seq, wire.content_digest(facts), facts))
-                await _first_of(stop, self._resync, timeout_s=RESEND_S)
+                await woken(self._resync, timeout_s=RESEND_S)
 
     return CountingClient, FullResendClient
 
@@ -176,7 +176,8 @@ class Fleet:
         counting, full_resend = _clients()
         self.counting = counting
         cls = full_resend if spec["mode"] == "full-resend" else counting
-        profiles = _profile_facts(Path(spec["workdir"]))
+        # A folder per process: simulations materialise their host files there.
+        profiles = _profile_facts(Path(spec["workdir"]) / f"profiles-{spec['seed']}")
         settings = StreamSettings(
             poll_interval_s=spec["poll_interval_s"],
             heartbeat_interval_s=spec["heartbeat_s"],
