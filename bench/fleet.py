@@ -233,6 +233,15 @@ class Fleet:
             "changes": self.changes,
         }
 
+    def stragglers(self, limit: int = 5) -> list[dict]:
+        """Where the agents without a Welcome since the mark are waiting: each one's chain of
+        awaits, innermost last (file:line function)."""
+        out = []
+        for client, marked, task in zip(self.clients, self.marked, self.tasks, strict=False):
+            if client.connections <= marked and len(out) < limit:
+                out.append({"node": client._identity.node_name, "awaiting": _await_chain(task)})
+        return out
+
     def mark(self) -> None:
         """Remember each agent's connection count; status counts who got a Welcome since."""
         self.marked = [c.connections for c in self.clients]
@@ -240,6 +249,20 @@ class Fleet:
     async def close(self) -> None:
         self.stop.set()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def _await_chain(task: asyncio.Task) -> list[str]:
+    """The coroutines `task` is suspended in, outermost first, then what the innermost awaits."""
+    chain, awaited = [], task.get_coro()
+    while getattr(awaited, "cr_frame", None) is not None:
+        frame = awaited.cr_frame
+        chain.append(
+            f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}"
+        )
+        awaited = awaited.cr_await
+    if awaited is not None:
+        chain.append(repr(awaited)[:200])
+    return chain
 
 
 def worker_main(conn, spec: dict) -> None:
@@ -262,6 +285,8 @@ def worker_main(conn, spec: dict) -> None:
                     reply = asyncio.run_coroutine_threadsafe(_status(fleet), loop).result()
                 elif cmd == "mark":
                     reply = asyncio.run_coroutine_threadsafe(_mark(fleet), loop).result()
+                elif cmd == "stragglers":
+                    reply = asyncio.run_coroutine_threadsafe(_stragglers(fleet), loop).result()
                 elif cmd in ("changes_on", "changes_off"):
                     fleet.changing = cmd == "changes_on"
                     reply = True
@@ -285,6 +310,10 @@ async def _status(fleet: Fleet) -> dict:
 async def _mark(fleet: Fleet) -> bool:
     fleet.mark()
     return True
+
+
+async def _stragglers(fleet: Fleet) -> list[dict]:
+    return fleet.stragglers()
 
 
 class Worker:
@@ -606,6 +635,12 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     sim1 = simulator_cpu_s()
     m, _, _ = await scrape(http)
     statuses = [await w.ask("status") for w in workers]
+    # Agents still without a Welcome when the wait gave up, and what each was waiting on.
+    stragglers = (
+        [s for w in workers for s in await w.ask("stragglers")] + local.stragglers()
+        if done["seconds"] is None
+        else []
+    )
     return {
         "signal": args.storm,
         "stop_s": round(t_down - t_kill, 2),
@@ -626,6 +661,7 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
         "resyncs_total": int(m.get("plumb_ingest_resyncs_total", 0)),
         "agent_connections_total": sum(s["connections"] for s in statuses),
+        "stragglers": stragglers,
         "load_avg_after": loadavg(),
     }
 
