@@ -181,7 +181,12 @@ class StreamClient:
 
     async def _send(self, call: grpc.aio.StreamStreamCall, msg: agent_pb2.ConnectRequest) -> None:
         async with self._write_lock:
-            await call.write(msg)
+            try:
+                await call.write(msg)
+            except asyncio.InvalidStateError as exc:
+                # The aggregator ended the stream after our last read: a lost connection to
+                # reconnect from, not a crash of the client's loop.
+                raise ConnectionError(f"stream already ended: {exc}") from exc
 
     async def _run_checks(self, call: grpc.aio.StreamStreamCall) -> None:
         """Run each RunChecks request's checks in order, answering each as it finishes."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from conftest import scrape, until
 
+from agent.settings import StreamSettings
+from agent.stream import Identity, StreamClient
 from plumb import facts as wire
 from plumb.v1 import agent_pb2, agent_pb2_grpc, facts_pb2
 
@@ -209,3 +213,18 @@ async def test_a_resend_with_the_held_hash_is_acked_without_changing_anything(ag
         assert (await again.read()).ack.seq == 1
         assert aggregator.node("resender")["driver_version"] == "550.54.15"
         assert aggregator.json("/v1/nodes/resender/history") == []
+
+
+async def test_an_agent_writing_to_a_stream_the_aggregator_ended_reconnects(aggregator, channel):
+    """The write that races the aggregator's end of a stream must read as a lost connection
+    (which `StreamClient.run` retries), not as InvalidStateError, which ended its loop."""
+    first = await open_stream(channel, "gpu-race")
+    await open_stream(channel, "gpu-race")  # supersedes the first: the aggregator ends it
+    assert await first.code() == grpc.StatusCode.ABORTED
+    client = StreamClient(
+        aggregator.grpc, Identity("gpu-race", "test", "b-1"), lambda: FACTS, StreamSettings()
+    )
+    client._write_lock = asyncio.Lock()  # as a session sets it
+    beat = agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=1))
+    with pytest.raises(ConnectionError, match="stream already ended"):
+        await client._send(first, beat)
