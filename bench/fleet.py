@@ -253,6 +253,8 @@ class Fleet:
 
 def _await_chain(task: asyncio.Task) -> list[str]:
     """The coroutines `task` is suspended in, outermost first, then what the innermost awaits."""
+    if task.done():
+        return [f"ended: {task.exception()!r}" if not task.cancelled() else "cancelled"]
     chain, awaited = [], task.get_coro()
     while getattr(awaited, "cr_frame", None) is not None:
         frame = awaited.cr_frame
