@@ -113,13 +113,24 @@ def _clients():
     from plumb import facts as wire
 
     class CountingClient(StreamClient):
-        """The real StreamClient, counting the serialized bytes it sends."""
+        """The real StreamClient, counting the serialized bytes it sends, its attempts (each
+        Hello) and when it last got a Welcome (its report starts right after)."""
 
         sent_bytes = 0
+        attempts = 0
+        welcomed_at = 0.0
 
         async def _send(self, call, msg):
             CountingClient.sent_bytes += msg.ByteSize()
             await super()._send(call, msg)
+
+        async def _session(self, channel, stop):
+            self.attempts += 1
+            await super()._session(channel, stop)
+
+        async def _report(self, call):
+            self.welcomed_at = time.monotonic()  # system-wide clock: the driver compares it
+            await super()._report(call)
 
     class FullResendClient(CountingClient):
         """NFD-style: the whole of the facts every RESEND_S, no deltas, no heartbeats."""
@@ -196,6 +207,7 @@ class Fleet:
         self.changes = 0
         self.changing = False
         self.marked = [0] * len(self.clients)
+        self.marked_attempts = 0
 
     async def start(self) -> None:
         self.tasks = [asyncio.create_task(c.run(self.stop)) for c in self.clients]
@@ -233,6 +245,17 @@ class Fleet:
             "changes": self.changes,
         }
 
+    def since_mark(self) -> dict:
+        """Hellos sent since the mark, and when each agent welcomed since got its Welcome."""
+        return {
+            "attempts": sum(c.attempts for c in self.clients) - self.marked_attempts,
+            "welcomed_at": [
+                c.welcomed_at
+                for c, m in zip(self.clients, self.marked, strict=True)
+                if c.connections > m
+            ],
+        }
+
     def stragglers(self, limit: int = 5) -> list[dict]:
         """Where the agents without a Welcome since the mark are waiting: each one's chain of
         awaits, innermost last (file:line function)."""
@@ -245,6 +268,7 @@ class Fleet:
     def mark(self) -> None:
         """Remember each agent's connection count; status counts who got a Welcome since."""
         self.marked = [c.connections for c in self.clients]
+        self.marked_attempts = sum(c.attempts for c in self.clients)
 
     async def close(self) -> None:
         self.stop.set()
@@ -287,6 +311,8 @@ def worker_main(conn, spec: dict) -> None:
                     reply = asyncio.run_coroutine_threadsafe(_status(fleet), loop).result()
                 elif cmd == "mark":
                     reply = asyncio.run_coroutine_threadsafe(_mark(fleet), loop).result()
+                elif cmd == "since_mark":
+                    reply = asyncio.run_coroutine_threadsafe(_since_mark(fleet), loop).result()
                 elif cmd == "stragglers":
                     reply = asyncio.run_coroutine_threadsafe(_stragglers(fleet), loop).result()
                 elif cmd in ("changes_on", "changes_off"):
@@ -314,6 +340,10 @@ async def _mark(fleet: Fleet) -> bool:
     return True
 
 
+async def _since_mark(fleet: Fleet) -> dict:
+    return fleet.since_mark()
+
+
 async def _stragglers(fleet: Fleet) -> list[dict]:
     return fleet.stragglers()
 
@@ -337,6 +367,13 @@ class Worker:
 
 
 # ---------------------------------------------------------------- aggregator side
+
+
+def listen_drops() -> int:
+    """Connections the kernel dropped because a listen queue was full (TcpExt ListenDrops,
+    machine-wide): each costs that client a SYN retransmit, a second or more."""
+    head, values = (line.split() for line in Path("/proc/net/netstat").read_text().splitlines()[:2])
+    return int(values[head.index("ListenDrops")])
 
 
 def cpu_s(pid: int) -> float:
@@ -624,6 +661,7 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     def simulator_cpu_s() -> float:
         return cpu_s(os.getpid()) + sum(cpu_s(w.proc.pid) for w in workers)
 
+    drops0 = listen_drops()
     t_kill = time.monotonic()
     await agg.stop(sig)
     t_down = time.monotonic()
@@ -637,6 +675,9 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     sim1 = simulator_cpu_s()
     m, _, _ = await scrape(http)
     statuses = [await w.ask("status") for w in workers]
+    # When each agent got its Welcome, from the restart, and how many Hellos that took.
+    since = [await w.ask("since_mark") for w in workers] + [local.since_mark()]
+    welcome_s = sorted(t - t_start for s in since for t in s["welcomed_at"])
     # Agents still without a Welcome when the wait gave up, and what each was waiting on.
     stragglers = (
         [s for w in workers for s in await w.ask("stragglers")] + local.stragglers()
@@ -664,6 +705,14 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "resyncs_total": int(m.get("plumb_ingest_resyncs_total", 0)),
         "agent_connections_total": sum(s["connections"] for s in statuses),
         "stragglers": stragglers,
+        "hellos_since_kill": sum(s["attempts"] for s in since),
+        "welcome_after_restart_s": {
+            q: round(welcome_s[min(len(welcome_s) - 1, int(len(welcome_s) * f))], 2)
+            for q, f in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+        }
+        if welcome_s
+        else None,
+        "listen_drops": listen_drops() - drops0,
         "load_avg_after": loadavg(),
     }
 
