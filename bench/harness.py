@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +14,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+
+# The tests' helpers (free ports, PostgreSQL) serve the benchmarks too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from ports import free_port  # noqa: E402
 
 R = TypeVar("R")
 RESULTS = Path(__file__).parent / "results"
@@ -36,24 +39,6 @@ def serve_env(workdir: Path) -> dict[str, str]:
         "PLUMB_API__RATE_PER_S": "1000000",
         "PLUMB_API__BURST": "1000000",
     }
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now and not handed out before in this process.
-
-    The kernel may offer a just-closed port again, so two calls in a row could otherwise
-    name the same port for gRPC and HTTP.
-    """
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
 
 
 async def wait_for(

@@ -13,13 +13,13 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 __all__ = ["PostgresServer", "pg_bin", "pg_server", "pg_url"]
 
@@ -38,18 +38,12 @@ def pg_bin() -> Path | None:
     return Path(on_path).parent if on_path else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PostgresServer:
     """One PostgreSQL cluster in its own temp dir, listening on 127.0.0.1 only."""
 
     def __init__(self, bindir: Path) -> None:
         self.bindir = bindir
-        self.port = _free_port()
+        self.port = free_port()
         # Not under pytest's tmp dirs: those are private to root, and the server runs as postgres.
         self.dir = Path(tempfile.mkdtemp(prefix="plumb-pg-"))
         self._as_postgres = os.geteuid() == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import httpx
 import pytest
 import yaml
 from pg_fixture import pg_server, pg_url  # noqa: F401  (fixtures: imported to register them)
+from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 BIN = Path(sys.executable).parent
@@ -27,24 +27,6 @@ ADMIN_TOKEN = "test-admin-token-0123456789"
 READ_TOKEN = "test-read-token-0123456789"
 PROFILES = Path(__file__).resolve().parents[2] / "agent" / "profiles"
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now and not handed out before in this process.
-
-    The kernel may offer a just-closed port again, so two calls in a row could otherwise
-    name the same port for gRPC and HTTP.
-    """
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
 
 
 # What a check may raise while the thing it waits for is not there yet.
