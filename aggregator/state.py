@@ -75,7 +75,7 @@ class NodeState:
         return reading.value if reading is not None and reading.status == "ok" else None
 
     def gpu_count(self) -> int:
-        return gpu_count(self.facts)
+        return self.derived("gpu_count", lambda node: gpu_count(node.facts))
 
     def gpu_product(self) -> str | None:
         """The product name when every GPU has the same one, else the names joined by ' + '."""
