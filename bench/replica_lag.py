@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 from fact_to_metric import PROFILES, ChangingNode
 from harness import start_serve, wait_for, write_result
+from pg_fixture import PostgresServer, pg_bin  # tests/, which harness puts on the path
 
 from agent.collect import collect_all
 from agent.settings import StreamSettings
@@ -34,9 +35,6 @@ from agent.simulate import Simulation
 from agent.stream import Identity, StreamClient
 from aggregator.settings import ReplicaSettings
 from plumb.logs import configure_logging
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pg_fixture import PostgresServer, pg_bin  # noqa: E402
 
 
 def _workdir() -> Path:
