@@ -24,7 +24,7 @@ test: lint unit integration
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/lint-imports
+	scripts/lint-imports.sh
 	$(BIN)/buf lint
 	promtool check rules deploy/prometheus/rules.yml
 	promtool test rules deploy/prometheus/tests/*.yml

@@ -17,15 +17,15 @@ import grpc
 import pynvml
 from pydantic import ValidationError
 
-from agent import __version__
-from agent.checks import CheckContext, CheckRunner
-from agent.checks.conformance import pci_scan
-from agent.collect import Sources, collect_all, real_sources
-from agent.profile import ProfileError, read_profile
-from agent.settings import AgentSettings
-from agent.simulate import Simulation
-from agent.stream import Collect, Identity, StreamClient
 from plumb import facts as wire
+from plumb.agent import __version__
+from plumb.agent.checks import CheckContext, CheckRunner
+from plumb.agent.checks.conformance import pci_scan
+from plumb.agent.collect import Sources, collect_all, real_sources
+from plumb.agent.profile import ProfileError, read_profile
+from plumb.agent.settings import AgentSettings
+from plumb.agent.simulate import Simulation
+from plumb.agent.stream import Collect, Identity, StreamClient
 from plumb.logs import configure_logging
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pynvml
 
-from agent.profile import GpuSpec, Profile
+from plumb.agent.profile import GpuSpec, Profile
 
 __all__ = ["FakeNvml", "gpu_uuid"]
 

@@ -13,9 +13,9 @@ import shutil
 import uuid
 from pathlib import Path
 
-from agent.collect import Sources
-from agent.nvml_fake import FakeNvml
-from agent.profile import Profile, ProfileError, profile_path, read_profile
+from plumb.agent.collect import Sources
+from plumb.agent.nvml_fake import FakeNvml
+from plumb.agent.profile import Profile, ProfileError, profile_path, read_profile
 from plumb.facts import Reading
 
 __all__ = ["Simulation"]

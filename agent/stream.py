@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from agent.checks import CheckRunner
-from agent.settings import StreamSettings
 from plumb import facts as wire
+from plumb.agent.checks import CheckRunner
+from plumb.agent.settings import StreamSettings
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from aggregator.errors import InvalidInput
+from plumb.aggregator.errors import InvalidInput
 from plumb.facts import Reading
 
 __all__ = [

@@ -18,9 +18,9 @@ from typing import Protocol
 
 from kubernetes import client
 
-from aggregator.errors import Forbidden
-from aggregator.k8s import api_client, verify_agent
-from aggregator.settings import AuthSettings
+from plumb.aggregator.errors import Forbidden
+from plumb.aggregator.k8s import api_client, verify_agent
+from plumb.aggregator.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 

@@ -15,23 +15,23 @@ from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.engine import make_url
 
-from aggregator import __version__, aicr
-from aggregator.auth import build_authenticator
-from aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
-from aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
-from aggregator.errors import InvalidInput, NotFound, Unavailable
-from aggregator.evaluation import Evaluator, pool_name
-from aggregator.ingest import Ingest, utcnow
-from aggregator.k8s import Cluster, api_client, in_cluster, node_marks
-from aggregator.metrics import Metrics, build_registry, exposition
-from aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
-from aggregator.replicas import Replicas
-from aggregator.settings import AggregatorSettings
-from aggregator.state import LiveState, NodeState, NodeSummary
-from aggregator.store import HistoryEntry, Store, StoreError, Writer
-from aggregator.validation import ValidationRun, Validator
-from aggregator.validation.kubernetes import Kube
 from plumb import facts as wire
+from plumb.aggregator import __version__, aicr
+from plumb.aggregator.auth import build_authenticator
+from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
+from plumb.aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
+from plumb.aggregator.errors import InvalidInput, NotFound, Unavailable
+from plumb.aggregator.evaluation import Evaluator, pool_name
+from plumb.aggregator.ingest import Ingest, utcnow
+from plumb.aggregator.k8s import Cluster, api_client, in_cluster, node_marks
+from plumb.aggregator.metrics import Metrics, build_registry, exposition
+from plumb.aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
+from plumb.aggregator.replicas import Replicas
+from plumb.aggregator.settings import AggregatorSettings
+from plumb.aggregator.state import LiveState, NodeState, NodeSummary
+from plumb.aggregator.store import HistoryEntry, Store, StoreError, Writer
+from plumb.aggregator.validation import ValidationRun, Validator
+from plumb.aggregator.validation.kubernetes import Kube
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from aggregator.drift import DriftEngine, PoolTally, Transitions
-from aggregator.recipes import Resolution, ResolutionCache, infer_criteria
-from aggregator.settings import RecipeSettings
-from aggregator.state import LiveState, NodeState
-from aggregator.store import NodeUpdate
+from plumb.aggregator.drift import DriftEngine, PoolTally, Transitions
+from plumb.aggregator.recipes import Resolution, ResolutionCache, infer_criteria
+from plumb.aggregator.settings import RecipeSettings
+from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.store import NodeUpdate
 
 log = logging.getLogger(__name__)
 

@@ -28,15 +28,15 @@ from datetime import UTC, datetime
 import grpc
 from google.protobuf.message import DecodeError
 
-from aggregator import ingest_limits as limits
-from aggregator.auth import Authenticator
-from aggregator.errors import Forbidden, InvalidInput, Unavailable
-from aggregator.metrics import IngestMetrics
-from aggregator.settings import IngestSettings
-from aggregator.state import LiveState, NodeState
-from aggregator.store import Change, NodeUpdate, Writer
-from aggregator.validation.wire import AgentResult, agent_result
 from plumb import facts as wire
+from plumb.aggregator import ingest_limits as limits
+from plumb.aggregator.auth import Authenticator
+from plumb.aggregator.errors import Forbidden, InvalidInput, Unavailable
+from plumb.aggregator.metrics import IngestMetrics
+from plumb.aggregator.settings import IngestSettings
+from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.store import Change, NodeUpdate, Writer
+from plumb.aggregator.validation.wire import AgentResult, agent_result
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 
-from aggregator.errors import InvalidInput
-from aggregator.settings import IngestSettings
 from plumb import facts as wire
+from plumb.aggregator.errors import InvalidInput
+from plumb.aggregator.settings import IngestSettings
 from plumb.v1 import agent_pb2
 
 __all__ = [

@@ -19,15 +19,15 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from aggregator import __version__
-from aggregator.drift import SEVERITIES, Transitions
-from aggregator.state import LiveState, NodeSummary
-from aggregator.store import Writer
+from plumb.aggregator import __version__
+from plumb.aggregator.drift import SEVERITIES, Transitions
+from plumb.aggregator.state import LiveState, NodeSummary
+from plumb.aggregator.store import Writer
 
 if TYPE_CHECKING:
-    from aggregator.evaluation import Evaluator
-    from aggregator.state import NodeState
-    from aggregator.validation import ValidationRun, Validator
+    from plumb.aggregator.evaluation import Evaluator
+    from plumb.aggregator.state import NodeState
+    from plumb.aggregator.validation import ValidationRun, Validator
 
 __all__ = [
     "ClusterMetrics",

@@ -26,10 +26,10 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from aggregator.evaluation import Evaluator
-from aggregator.settings import ReplicaSettings
-from aggregator.state import LiveState, NodeState
-from aggregator.store import Store, StoredNode, StoreError
+from plumb.aggregator.evaluation import Evaluator
+from plumb.aggregator.settings import ReplicaSettings
+from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.store import Store, StoredNode, StoreError
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import signal
 import grpc
 import uvicorn
 
-from aggregator.api import create_app
-from aggregator.core import open_core
-from aggregator.errors import Unavailable
-from aggregator.settings import AggregatorSettings, TlsSettings
+from plumb.aggregator.api import create_app
+from plumb.aggregator.core import open_core
+from plumb.aggregator.errors import Unavailable
+from plumb.aggregator.settings import AggregatorSettings, TlsSettings
 from plumb.v1 import agent_pb2_grpc
 
 log = logging.getLogger(__name__)

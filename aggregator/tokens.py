@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aggregator.errors import InvalidInput
+from plumb.aggregator.errors import InvalidInput
 
 Scope = Literal["read", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "admin")

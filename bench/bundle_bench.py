@@ -13,8 +13,8 @@ import statistics
 import time
 from pathlib import Path
 
-from aggregator.bundle import FORMATS, BundleOptions, Recipe, build
-from aggregator.recipes import Criteria, load_catalog, resolve
+from plumb.aggregator.bundle import FORMATS, BundleOptions, Recipe, build
+from plumb.aggregator.recipes import Criteria, load_catalog, resolve
 
 ROUNDS = 50
 OUT = Path(__file__).resolve().parent / "results" / "bundles.json"

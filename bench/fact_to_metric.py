@@ -29,11 +29,11 @@ from pathlib import Path
 import httpx
 from harness import start_serve, wait_for, write_result
 
-from agent.collect import collect_all
-from agent.settings import StreamSettings
-from agent.simulate import Simulation
-from agent.stream import Identity, StreamClient
 from plumb import facts as wire
+from plumb.agent.collect import collect_all
+from plumb.agent.settings import StreamSettings
+from plumb.agent.simulate import Simulation
+from plumb.agent.stream import Identity, StreamClient
 from plumb.logs import configure_logging
 
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]

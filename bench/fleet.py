@@ -64,7 +64,7 @@ def _cheap_agent_wire() -> None:
     """
     import grpc
 
-    import agent.stream as stream
+    import plumb.agent.stream as stream
     from plumb import facts as wire
     from plumb.v1 import agent_pb2
 
@@ -108,9 +108,9 @@ def _cheap_agent_wire() -> None:
 
 def _clients():
     """The two client kinds, built after the agent modules are imported in this process."""
-    import agent.stream as stream
-    from agent.stream import StreamClient, woken
+    import plumb.agent.stream as stream
     from plumb import facts as wire
+    from plumb.agent.stream import StreamClient, woken
 
     class CountingClient(StreamClient):
         """The real StreamClient, counting the serialized bytes it sends, its attempts (each
@@ -170,8 +170,8 @@ class Node:
 
 
 def _profile_facts(workdir: Path) -> dict[str, dict]:
-    from agent.collect import collect_all
-    from agent.simulate import Simulation
+    from plumb.agent.collect import collect_all
+    from plumb.agent.simulate import Simulation
 
     return {p: collect_all(Simulation(p, f"sim-{p}", workdir / p).sources()) for p in PROFILES}
 
@@ -180,8 +180,8 @@ class Fleet:
     """Agents in one process: start, count, change facts at a rate, stop."""
 
     def __init__(self, spec: dict):
-        from agent.settings import StreamSettings
-        from agent.stream import Identity
+        from plumb.agent.settings import StreamSettings
+        from plumb.agent.stream import Identity
 
         self.spec = spec
         counting, full_resend = _clients()

@@ -15,7 +15,7 @@ import time
 from itertools import product
 from pathlib import Path
 
-from aggregator.recipes import ResolutionCache, infer_criteria, load_catalog, resolve
+from plumb.aggregator.recipes import ResolutionCache, infer_criteria, load_catalog, resolve
 from plumb.facts import Reading
 
 AS_OF = dt.date(2026, 9, 1)

@@ -29,11 +29,11 @@ from fact_to_metric import PROFILES, ChangingNode
 from harness import start_serve, wait_for, write_result
 from pg_fixture import PostgresServer, pg_bin  # tests/, which harness puts on the path
 
-from agent.collect import collect_all
-from agent.settings import StreamSettings
-from agent.simulate import Simulation
-from agent.stream import Identity, StreamClient
-from aggregator.settings import ReplicaSettings
+from plumb.agent.collect import collect_all
+from plumb.agent.settings import StreamSettings
+from plumb.agent.simulate import Simulation
+from plumb.agent.stream import Identity, StreamClient
+from plumb.aggregator.settings import ReplicaSettings
 from plumb.logs import configure_logging
 
 

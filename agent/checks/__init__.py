@@ -8,7 +8,7 @@ aggregator, the GPU catalog or thresholds: benchmarks report what they measured 
 aggregator grades it against the GPU's peak.
 """
 
-from agent.checks.model import CheckContext, Outcome
-from agent.checks.runner import CHECKS, CheckRunner
+from plumb.agent.checks.model import CheckContext, Outcome
+from plumb.agent.checks.runner import CHECKS, CheckRunner
 
 __all__ = ["CHECKS", "CheckContext", "CheckRunner", "Outcome"]

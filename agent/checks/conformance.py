@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.checks.model import CheckContext, Outcome
+from plumb.agent.checks.model import CheckContext, Outcome
 from plumb.facts import Reading
 
 __all__ = ["CONFORMANCE", "gpu_facts", "pci_scan"]

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.checks import nccl_tests
-from agent.checks.model import CheckContext, Outcome
+from plumb.agent.checks import nccl_tests
+from plumb.agent.checks.model import CheckContext, Outcome
 
 __all__ = ["PERFORMANCE", "UNITS"]
 

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from agent.checks.conformance import CONFORMANCE
-from agent.checks.model import CheckContext, Outcome
-from agent.checks.params import refused
-from agent.checks.performance import PERFORMANCE
+from plumb.agent.checks.conformance import CONFORMANCE
+from plumb.agent.checks.model import CheckContext, Outcome
+from plumb.agent.checks.params import refused
+from plumb.agent.checks.performance import PERFORMANCE
 
 __all__ = ["CHECKS", "CheckRunner", "Timed"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pynvml
 
-from agent.collect import cuda, host, libraries, nccl, nvml
+from plumb.agent.collect import cuda, host, libraries, nccl, nvml
 from plumb.facts import Reading, flatten, unflatten
 
 __all__ = ["Sources", "collect_all", "real_sources"]

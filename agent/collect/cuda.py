@@ -6,11 +6,11 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from agent.collect.libraries import find_libraries, library_facts
+from plumb.agent.collect.libraries import find_libraries, library_facts
 from plumb.facts import Reading
 
 if TYPE_CHECKING:
-    from agent.collect import Sources
+    from plumb.agent.collect import Sources
 
 __all__ = ["collect"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from plumb.facts import Reading
 
 if TYPE_CHECKING:
-    from agent.collect import Sources
+    from plumb.agent.collect import Sources
 
 __all__ = ["collect", "parse_os_release"]
 

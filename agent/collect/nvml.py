@@ -16,7 +16,7 @@ import pynvml
 from plumb.facts import Reading
 
 if TYPE_CHECKING:
-    from agent.collect import Sources
+    from plumb.agent.collect import Sources
 
 __all__ = ["ARCHITECTURES", "collect"]
 

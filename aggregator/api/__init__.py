@@ -1,5 +1,5 @@
 """The HTTP API: thin FastAPI routers over `aggregator.core.Core`."""
 
-from aggregator.api.app import create_app
+from plumb.aggregator.api.app import create_app
 
 __all__ = ["create_app"]

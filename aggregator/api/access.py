@@ -15,10 +15,10 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from aggregator.api.limits import RateLimiter
-from aggregator.errors import Forbidden, RateLimited, Unauthenticated
-from aggregator.settings import ApiSettings
-from aggregator.tokens import Caller, Scope, load_tokens
+from plumb.aggregator.api.limits import RateLimiter
+from plumb.aggregator.errors import Forbidden, RateLimited, Unauthenticated
+from plumb.aggregator.settings import ApiSettings
+from plumb.aggregator.tokens import Caller, Scope, load_tokens
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from aggregator import __version__
-from aggregator.api import bundles, drift, nodes, recipes, validations
-from aggregator.api.access import Access, ReadAccess
-from aggregator.api.limits import BodyLimit
-from aggregator.core import Core
-from aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
-from aggregator.web import routes as web
+from plumb.aggregator import __version__
+from plumb.aggregator.api import bundles, drift, nodes, recipes, validations
+from plumb.aggregator.api.access import Access, ReadAccess
+from plumb.aggregator.api.limits import BodyLimit
+from plumb.aggregator.core import Core
+from plumb.aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
+from plumb.aggregator.web import routes as web
 
 
 def create_app(core: Core) -> FastAPI:

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from aggregator.api.nodes import get_core
-from aggregator.api.recipes import CriteriaIn
-from aggregator.bundle import BundleOptions
-from aggregator.core import Core
+from plumb.aggregator.api.nodes import get_core
+from plumb.aggregator.api.recipes import CriteriaIn
+from plumb.aggregator.bundle import BundleOptions
+from plumb.aggregator.core import Core
 
 router = APIRouter(prefix="/v1", tags=["bundles"])
 

@@ -8,9 +8,9 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from aggregator.api.access import AdminAccess
-from aggregator.api.nodes import CoreDep
-from aggregator.drift import DriftFinding
+from plumb.aggregator.api.access import AdminAccess
+from plumb.aggregator.api.nodes import CoreDep
+from plumb.aggregator.drift import DriftFinding
 
 router = APIRouter(prefix="/v1", tags=["drift"])
 

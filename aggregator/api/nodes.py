@@ -9,9 +9,9 @@ import yaml
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel
 
-from aggregator.core import Core, summary_json
-from aggregator.state import NodeSummary
 from plumb import facts as wire
+from plumb.aggregator.core import Core, summary_json
+from plumb.aggregator.state import NodeSummary
 
 router = APIRouter(prefix="/v1", tags=["nodes"])
 

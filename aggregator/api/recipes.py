@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from aggregator.api.nodes import CoreDep
-from aggregator.core import Core
-from aggregator.recipes import Criteria, Resolution, select
+from plumb.aggregator.api.nodes import CoreDep
+from plumb.aggregator.core import Core
+from plumb.aggregator.recipes import Criteria, Resolution, select
 
 router = APIRouter(prefix="/v1", tags=["recipes"])
 

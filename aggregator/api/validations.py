@@ -8,9 +8,9 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from aggregator.api.access import AdminAccess
-from aggregator.api.nodes import CoreDep
-from aggregator.validation import ctrf, junit, run_json
+from plumb.aggregator.api.access import AdminAccess
+from plumb.aggregator.api.nodes import CoreDep
+from plumb.aggregator.validation import ctrf, junit, run_json
 
 router = APIRouter(prefix="/v1", tags=["validations"])
 

@@ -7,12 +7,12 @@ writes itself to a folder or a deterministic archive; ``verify`` checks one agai
 
 from pathlib import Path
 
-from aggregator.bundle.archive import FORMATS, Format, read_bundle, unpack
-from aggregator.bundle.bundle import Bundle, build
-from aggregator.bundle.checksums import Problem, check
-from aggregator.bundle.errors import BundleError
-from aggregator.bundle.options import DEPLOYERS, BundleOptions, Override, Toleration
-from aggregator.bundle.recipe import Recipe, parse_recipe
+from plumb.aggregator.bundle.archive import FORMATS, Format, read_bundle, unpack
+from plumb.aggregator.bundle.bundle import Bundle, build
+from plumb.aggregator.bundle.checksums import Problem, check
+from plumb.aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.options import DEPLOYERS, BundleOptions, Override, Toleration
+from plumb.aggregator.bundle.recipe import Recipe, parse_recipe
 
 
 def verify(path: Path) -> tuple[int, list[Problem]]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.errors import BundleError
 
 __all__ = ["FORMATS", "Format", "archive", "read_bundle", "unpack", "write_dir"]
 

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from aggregator import __version__
-from aggregator.bundle.archive import Format, archive, write_dir
-from aggregator.bundle.checksums import CHECKSUMS, checksums_text
-from aggregator.bundle.deployers import DEPLOYERS
-from aggregator.bundle.documents import yaml_text
-from aggregator.bundle.options import BundleOptions
-from aggregator.bundle.plan import Release, plan
-from aggregator.bundle.recipe import Recipe
-from aggregator.recipes import Catalog
+from plumb.aggregator import __version__
+from plumb.aggregator.bundle.archive import Format, archive, write_dir
+from plumb.aggregator.bundle.checksums import CHECKSUMS, checksums_text
+from plumb.aggregator.bundle.deployers import DEPLOYERS
+from plumb.aggregator.bundle.documents import yaml_text
+from plumb.aggregator.bundle.options import BundleOptions
+from plumb.aggregator.bundle.plan import Release, plan
+from plumb.aggregator.bundle.recipe import Recipe
+from plumb.aggregator.recipes import Catalog
 from plumb.facts import Reading, nest
 
 log = logging.getLogger(__name__)

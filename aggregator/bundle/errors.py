@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aggregator.errors import InvalidInput
+from plumb.aggregator.errors import InvalidInput
 
 __all__ = ["BundleError"]
 

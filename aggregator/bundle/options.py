@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.errors import BundleError
 
 __all__ = ["BundleOptions", "Override", "Toleration"]
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import yaml
 
-from aggregator.bundle.documents import sort_keys, yaml_text
-from aggregator.bundle.options import BundleOptions
-from aggregator.bundle.recipe import Recipe
-from aggregator.bundle.values import release_values
-from aggregator.recipes import Catalog, RecipeError
+from plumb.aggregator.bundle.documents import sort_keys, yaml_text
+from plumb.aggregator.bundle.options import BundleOptions
+from plumb.aggregator.bundle.recipe import Recipe
+from plumb.aggregator.bundle.values import release_values
+from plumb.aggregator.recipes import Catalog, RecipeError
 
 __all__ = ["Release", "plan"]
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from aggregator.bundle.errors import BundleError
-from aggregator.recipes import Catalog, Resolution
+from plumb.aggregator.bundle.errors import BundleError
+from plumb.aggregator.recipes import Catalog, Resolution
 
 __all__ = ["Recipe", "RecipeComponent", "parse_recipe"]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from aggregator.bundle.errors import BundleError
-from aggregator.bundle.options import BundleOptions, Override
-from aggregator.bundle.recipe import Recipe
-from aggregator.recipes import Catalog
+from plumb.aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.options import BundleOptions, Override
+from plumb.aggregator.bundle.recipe import Recipe
+from plumb.aggregator.recipes import Catalog
 
 __all__ = ["release_values"]
 

@@ -3,7 +3,7 @@
 Each command lives in its own module and registers itself on the shared Typer app.
 """
 
-from aggregator.cli import (  # noqa: F401  (each module registers its commands)
+from plumb.aggregator.cli import (  # noqa: F401  (each module registers its commands)
     bundle,
     demo,
     drift,
@@ -15,7 +15,7 @@ from aggregator.cli import (  # noqa: F401  (each module registers its commands)
     validate,
     watch,
 )
-from aggregator.cli.app import app
+from plumb.aggregator.cli.app import app
 
 
 def main() -> None:

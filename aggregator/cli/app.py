@@ -17,7 +17,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from aggregator.errors import STATUS
+from plumb.aggregator.errors import STATUS
 
 app = typer.Typer(
     help="Plumb: the live truth of a GPU cluster's software stack.",

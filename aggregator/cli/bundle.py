@@ -8,10 +8,10 @@ from typing import Annotated
 import httpx
 import typer
 
-from aggregator.bundle import DEPLOYERS, BundleError, unpack, verify
-from aggregator.cli.app import ServerOpt, app, connection, err, out
-from aggregator.cli.recipe import Accelerator, Intent, Node, Os, Platform, Service
-from aggregator.errors import STATUS
+from plumb.aggregator.bundle import DEPLOYERS, BundleError, unpack, verify
+from plumb.aggregator.cli.app import ServerOpt, app, connection, err, out
+from plumb.aggregator.cli.recipe import Accelerator, Intent, Node, Os, Platform, Service
+from plumb.aggregator.errors import STATUS
 
 Many = Annotated[list[str] | None, typer.Option()]
 ARCHIVES = {".zip": "zip", ".gz": "tar.gz", ".tgz": "tar.gz"}

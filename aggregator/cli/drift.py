@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
-from aggregator.cli.output import emit
-from aggregator.render import drift_table
+from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
+from plumb.aggregator.cli.output import emit
+from plumb.aggregator.render import drift_table
 
 
 @app.command()

@@ -7,9 +7,9 @@ from urllib.parse import quote
 
 import typer
 
-from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
-from aggregator.cli.output import emit
-from aggregator.render import node_tables
+from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
+from plumb.aggregator.cli.output import emit
+from plumb.aggregator.render import node_tables
 
 
 @app.command()

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 import yaml
 
-from aggregator.cli.app import Output, out
+from plumb.aggregator.cli.app import Output, out
 
 __all__ = ["emit"]
 

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from aggregator.cli.app import app, err
-from aggregator.errors import STATUS, PlumbError
-from aggregator.settings import AggregatorSettings
+from plumb.aggregator.cli.app import app, err
+from plumb.aggregator.errors import STATUS, PlumbError
+from plumb.aggregator.settings import AggregatorSettings
 from plumb.logs import configure_logging
 
 
@@ -22,7 +22,7 @@ def serve(
     log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = None,
 ) -> None:
     """Run the aggregator: gRPC for agents, HTTP for people and Prometheus."""
-    from aggregator.server import serve as run_server
+    from plumb.aggregator.server import serve as run_server
 
     flags = {
         "grpc_listen": grpc_listen,

@@ -9,10 +9,10 @@ import httpx
 import typer
 import yaml
 
-from aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, connection, err
-from aggregator.cli.output import emit
-from aggregator.errors import STATUS
-from aggregator.render import nodes_table
+from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, connection, err
+from plumb.aggregator.cli.output import emit
+from plumb.aggregator.errors import STATUS
+from plumb.aggregator.render import nodes_table
 
 
 class SnapshotFormat(StrEnum):

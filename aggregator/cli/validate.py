@@ -16,8 +16,8 @@ import httpx
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aggregator.cli.app import ServerOpt, api_json, app, connection, err, out
-from aggregator.render import validation_table
+from plumb.aggregator.cli.app import ServerOpt, api_json, app, connection, err, out
+from plumb.aggregator.render import validation_table
 
 
 class Format(StrEnum):

@@ -9,8 +9,8 @@ import httpx
 import typer
 from rich.live import Live
 
-from aggregator.cli.app import ServerOpt, app, connection, out
-from aggregator.render import watch_view
+from plumb.aggregator.cli.app import ServerOpt, app, connection, out
+from plumb.aggregator.render import watch_view
 
 _TIMEOUT_S = 5.0  # a frame never waits longer than this for the aggregator
 

@@ -3,9 +3,9 @@
 Pure evaluation in `evaluate`, open/close bookkeeping in `engine`; no web or database code.
 """
 
-from aggregator.drift.engine import Baseline, DriftEngine, Transitions
-from aggregator.drift.evaluate import PoolTally, pool_majorities
-from aggregator.drift.model import KINDS, SEVERITIES, DriftFinding, Observation
+from plumb.aggregator.drift.engine import Baseline, DriftEngine, Transitions
+from plumb.aggregator.drift.evaluate import PoolTally, pool_majorities
+from plumb.aggregator.drift.model import KINDS, SEVERITIES, DriftFinding, Observation
 
 __all__ = [
     "KINDS",

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from aggregator.drift import evaluate
-from aggregator.drift.model import DriftFinding, Kind, Observation
-from aggregator.recipes import Resolution
-from aggregator.recipes.drift_rules import DriftRules
+from plumb.aggregator.drift import evaluate
+from plumb.aggregator.drift.model import DriftFinding, Kind, Observation
+from plumb.aggregator.recipes import Resolution
+from plumb.aggregator.recipes.drift_rules import DriftRules
 from plumb.facts import Reading, gpu_count
 
 Facts = Mapping[str, Reading]

@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-from aggregator.drift.model import Observation
-from aggregator.recipes import Resolution
-from aggregator.recipes.drift_rules import BaselineRule, DriftRules, PoolRule
+from plumb.aggregator.drift.model import Observation
+from plumb.aggregator.recipes import Resolution
+from plumb.aggregator.recipes.drift_rules import BaselineRule, DriftRules, PoolRule
 from plumb.facts import Reading, gpu_count
 
 Facts = Mapping[str, Reading]

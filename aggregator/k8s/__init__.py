@@ -5,12 +5,12 @@ Everything here calls the synchronous `kubernetes` client off the event loop (as
 or a watch thread) and knows nothing of the API, CLI or gRPC layers that use it.
 """
 
-from aggregator.k8s.client import api_client, in_cluster
-from aggregator.k8s.cluster import Cluster
-from aggregator.k8s.lease import LeaderElector, LeaseTiming
-from aggregator.k8s.node_writer import Condition, NodeMark, node_marks
-from aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_info
-from aggregator.k8s.tokenreview import TokenIdentity, review_token, verify_agent
+from plumb.aggregator.k8s.client import api_client, in_cluster
+from plumb.aggregator.k8s.cluster import Cluster
+from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
+from plumb.aggregator.k8s.node_writer import Condition, NodeMark, node_marks
+from plumb.aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_info
+from plumb.aggregator.k8s.tokenreview import TokenIdentity, review_token, verify_agent
 
 __all__ = [
     "Cluster",

@@ -8,7 +8,7 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME
 
-from aggregator.errors import Unavailable
+from plumb.aggregator.errors import Unavailable
 
 
 def api_client(kubeconfig: Path | None) -> client.ApiClient:

@@ -16,12 +16,12 @@ from typing import Protocol
 
 from kubernetes import client
 
-from aggregator.k8s.components import discover
-from aggregator.k8s.lease import LeaderElector, LeaseTiming
-from aggregator.k8s.node_writer import NodeMark, NodeWriter
-from aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_facts
-from aggregator.recipes.catalog import Catalog
-from aggregator.settings import AggregatorSettings
+from plumb.aggregator.k8s.components import discover
+from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
+from plumb.aggregator.k8s.node_writer import NodeMark, NodeWriter
+from plumb.aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_facts
+from plumb.aggregator.recipes.catalog import Catalog
+from plumb.aggregator.settings import AggregatorSettings
 from plumb.facts import Reading
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from typing import Any
 
 from kubernetes import client
 
-from aggregator.recipes.catalog import Catalog
-from aggregator.recipes.schema import ComponentImageRow
+from plumb.aggregator.recipes.catalog import Catalog
+from plumb.aggregator.recipes.schema import ComponentImageRow
 from plumb.facts import Reading
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ from typing import Any
 
 from kubernetes import client
 
-from aggregator.drift import SEVERITIES
-from aggregator.evaluation import Evaluator, pool_name
-from aggregator.state import LiveState
+from plumb.aggregator.drift import SEVERITIES
+from plumb.aggregator.evaluation import Evaluator, pool_name
+from plumb.aggregator.state import LiveState
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
-from aggregator.errors import Forbidden, Unavailable
+from plumb.aggregator.errors import Forbidden, Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -3,13 +3,24 @@
 Pure: loads YAML under ``recipes/`` and computes; no web, database, gRPC or asyncio code.
 """
 
-from aggregator.recipes.cache import ResolutionCache
-from aggregator.recipes.catalog import Catalog, RecipeError, load_catalog
-from aggregator.recipes.criteria import Criteria, CriteriaError, check_criteria, infer_criteria
-from aggregator.recipes.knowledge import Finding
-from aggregator.recipes.query import select
-from aggregator.recipes.resolve import Resolution, resolve
-from aggregator.recipes.versions import Expression, ExpressionError, Version, compare, parse_version
+from plumb.aggregator.recipes.cache import ResolutionCache
+from plumb.aggregator.recipes.catalog import Catalog, RecipeError, load_catalog
+from plumb.aggregator.recipes.criteria import (
+    Criteria,
+    CriteriaError,
+    check_criteria,
+    infer_criteria,
+)
+from plumb.aggregator.recipes.knowledge import Finding
+from plumb.aggregator.recipes.query import select
+from plumb.aggregator.recipes.resolve import Resolution, resolve
+from plumb.aggregator.recipes.versions import (
+    Expression,
+    ExpressionError,
+    Version,
+    compare,
+    parse_version,
+)
 
 __all__ = [
     "Catalog",

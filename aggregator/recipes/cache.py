@@ -11,10 +11,10 @@ import datetime as dt
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 
-from aggregator.recipes.catalog import Catalog
-from aggregator.recipes.criteria import Criteria, check_criteria
-from aggregator.recipes.node import NodeView
-from aggregator.recipes.resolve import Resolution, resolve_view
+from plumb.aggregator.recipes.catalog import Catalog
+from plumb.aggregator.recipes.criteria import Criteria, check_criteria
+from plumb.aggregator.recipes.node import NodeView
+from plumb.aggregator.recipes.resolve import Resolution, resolve_view
 from plumb.facts import Reading
 
 __all__ = ["ResolutionCache"]

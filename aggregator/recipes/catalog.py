@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from aggregator.errors import PlumbError
-from aggregator.recipes import schema
-from aggregator.recipes.check_catalog import CheckFile, Checks
-from aggregator.recipes.drift_rules import DriftRules
-from aggregator.recipes.node import normalize_pci_device_id
+from plumb.aggregator.errors import PlumbError
+from plumb.aggregator.recipes import schema
+from plumb.aggregator.recipes.check_catalog import CheckFile, Checks
+from plumb.aggregator.recipes.drift_rules import DriftRules
+from plumb.aggregator.recipes.node import normalize_pci_device_id
 
 __all__ = ["Catalog", "RecipeError", "default_root", "load_catalog"]
 

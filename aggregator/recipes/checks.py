@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from aggregator.recipes.node import NodeView
-from aggregator.recipes.schema import Check
-from aggregator.recipes.versions import Expression
+from plumb.aggregator.recipes.node import NodeView
+from plumb.aggregator.recipes.schema import Check
+from plumb.aggregator.recipes.versions import Expression
 
 __all__ = ["Outcome", "evaluate"]
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 
-from aggregator.errors import InvalidInput
-from aggregator.recipes.catalog import CRITERIA_KEYS, Catalog, load_catalog
-from aggregator.recipes.node import NodeView
+from plumb.aggregator.errors import InvalidInput
+from plumb.aggregator.recipes.catalog import CRITERIA_KEYS, Catalog, load_catalog
+from plumb.aggregator.recipes.node import NodeView
 from plumb.facts import Reading, gpu_count
 
 __all__ = ["Criteria", "CriteriaError", "check_criteria", "infer_criteria"]

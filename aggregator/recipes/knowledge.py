@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from aggregator.recipes.catalog import Catalog
-from aggregator.recipes.checks import evaluate
-from aggregator.recipes.node import NodeView
-from aggregator.recipes.versions import Version, parse_version
+from plumb.aggregator.recipes.catalog import Catalog
+from plumb.aggregator.recipes.checks import evaluate
+from plumb.aggregator.recipes.node import NodeView
+from plumb.aggregator.recipes.versions import Version, parse_version
 
 __all__ = ["Finding", "findings"]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aggregator.recipes.schema import ComponentPatch, Constraint
+from plumb.aggregator.recipes.schema import ComponentPatch, Constraint
 
 __all__ = ["Layer", "deep_merge", "merge", "merge_patch"]
 

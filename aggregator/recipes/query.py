@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aggregator.errors import InvalidInput, NotFound
+from plumb.aggregator.errors import InvalidInput, NotFound
 
 __all__ = ["select"]
 

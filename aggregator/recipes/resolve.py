@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from aggregator.recipes.catalog import CRITERIA_KEYS, Catalog, RecipeError
-from aggregator.recipes.checks import evaluate
-from aggregator.recipes.criteria import Criteria, check_criteria
-from aggregator.recipes.knowledge import Finding, findings
-from aggregator.recipes.merge import Layer, deep_merge, merge
-from aggregator.recipes.node import NodeView
-from aggregator.recipes.schema import Check, CriteriaSpec, Overlay
+from plumb.aggregator.recipes.catalog import CRITERIA_KEYS, Catalog, RecipeError
+from plumb.aggregator.recipes.checks import evaluate
+from plumb.aggregator.recipes.criteria import Criteria, check_criteria
+from plumb.aggregator.recipes.knowledge import Finding, findings
+from plumb.aggregator.recipes.merge import Layer, deep_merge, merge
+from plumb.aggregator.recipes.node import NodeView
+from plumb.aggregator.recipes.schema import Check, CriteriaSpec, Overlay
 from plumb.facts import Reading
 
 __all__ = ["Resolution", "resolve"]

@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from aggregator.recipes.node import FACT_NAMES
-from aggregator.recipes.versions import Expression, parse_version
+from plumb.aggregator.recipes.node import FACT_NAMES
+from plumb.aggregator.recipes.versions import Expression, parse_version
 
 Severity = Literal["critical", "warning", "info"]
 Name = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$", max_length=63)

@@ -12,8 +12,8 @@ from datetime import datetime
 from sqlalchemy import Connection, Table, bindparam, select, update
 from sqlalchemy.sql.dml import Insert
 
-from aggregator.drift.engine import Baseline
-from aggregator.drift.model import DriftFinding
+from plumb.aggregator.drift.engine import Baseline
+from plumb.aggregator.drift.model import DriftFinding
 from plumb.facts import Reading
 
 from .models import BaselineRow, DriftFindingRow

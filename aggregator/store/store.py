@@ -45,9 +45,9 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from aggregator.drift.engine import Baseline
-from aggregator.drift.model import DriftFinding
-from aggregator.validation.model import ValidationRun
+from plumb.aggregator.drift.engine import Baseline
+from plumb.aggregator.drift.model import DriftFinding
+from plumb.aggregator.validation.model import ValidationRun
 from plumb.facts import MAX_VALUE_CHARS, Reading, Status
 
 from . import drift, validation

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Connection, Table, delete, select
 from sqlalchemy.sql.dml import Insert
 
-from aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
+from plumb.aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
 
 from .models import ValidationResultRow, ValidationRunRow
 

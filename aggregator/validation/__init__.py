@@ -4,10 +4,10 @@ Deployment checks are decided in the aggregator; node checks go out through the 
 streams (RunChecks) and come back as CheckResult messages. No web, CLI or gRPC server code.
 """
 
-from aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
-from aggregator.validation.orchestrator import Validator
-from aggregator.validation.reports import ctrf, junit, result_json, run_json
-from aggregator.validation.wire import AgentResult, agent_result
+from plumb.aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
+from plumb.aggregator.validation.orchestrator import Validator
+from plumb.aggregator.validation.reports import ctrf, junit, result_json, run_json
+from plumb.aggregator.validation.wire import AgentResult, agent_result
 
 __all__ = [
     "AgentResult",

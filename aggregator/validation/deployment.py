@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from aggregator.recipes import Catalog, Resolution
+from plumb.aggregator.recipes import Catalog, Resolution
 from plumb.facts import Reading
 
 __all__ = ["DEPLOYMENT", "Verdict"]

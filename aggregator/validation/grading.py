@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from aggregator.recipes import Catalog
-from aggregator.recipes.check_catalog import CheckDef
-from aggregator.validation.model import CheckResult
+from plumb.aggregator.recipes import Catalog
+from plumb.aggregator.recipes.check_catalog import CheckDef
+from plumb.aggregator.validation.model import CheckResult
 from plumb.facts import Reading
 
 __all__ = ["Peak", "grade", "peak_of"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes import client
 
-from aggregator.recipes.check_catalog import CheckDef
+from plumb.aggregator.recipes.check_catalog import CheckDef
 
 __all__ = ["KUBERNETES", "GPU_RESOURCE", "Kube", "Verdict", "run_check"]
 

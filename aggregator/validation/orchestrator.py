@@ -21,15 +21,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from aggregator.errors import InvalidInput, NotFound
-from aggregator.recipes import Catalog, Resolution
-from aggregator.recipes.check_catalog import PHASES, CheckDef
-from aggregator.state import LiveState, NodeState
-from aggregator.validation import wire
-from aggregator.validation.deployment import DEPLOYMENT
-from aggregator.validation.grading import grade, peak_of
-from aggregator.validation.kubernetes import KUBERNETES, Kube, run_check
-from aggregator.validation.model import CLUSTER, CheckResult, PlannedCheck, ValidationRun
+from plumb.aggregator.errors import InvalidInput, NotFound
+from plumb.aggregator.recipes import Catalog, Resolution
+from plumb.aggregator.recipes.check_catalog import PHASES, CheckDef
+from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.validation import wire
+from plumb.aggregator.validation.deployment import DEPLOYMENT
+from plumb.aggregator.validation.grading import grade, peak_of
+from plumb.aggregator.validation.kubernetes import KUBERNETES, Kube, run_check
+from plumb.aggregator.validation.model import CLUSTER, CheckResult, PlannedCheck, ValidationRun
 from plumb.facts import Reading
 from plumb.v1 import agent_pb2
 

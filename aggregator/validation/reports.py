@@ -12,8 +12,8 @@ import uuid
 import xml.etree.ElementTree as ET
 from datetime import datetime
 
-from aggregator import __version__
-from aggregator.validation.model import CheckResult, ValidationRun
+from plumb.aggregator import __version__
+from plumb.aggregator.validation.model import CheckResult, ValidationRun
 
 __all__ = ["ctrf", "junit", "result_json", "run_json"]
 

@@ -1,5 +1,5 @@
 """The web page served at `/`: fleet overview and node pages, read scope only."""
 
-from aggregator.web.routes import router
+from plumb.aggregator.web.routes import router
 
 __all__ = ["router"]

@@ -14,11 +14,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from aggregator.core import Core, summary_json
-from aggregator.errors import NotFound
-from aggregator.state import NodeSummary
-from aggregator.web import pages
 from plumb import facts as wire
+from plumb.aggregator.core import Core, summary_json
+from plumb.aggregator.errors import NotFound
+from plumb.aggregator.state import NodeSummary
+from plumb.aggregator.web import pages
 
 router = APIRouter(include_in_schema=False)
 
@@ -102,5 +102,5 @@ async def node_fragment(name: str, core: CoreDep) -> str:
 @router.get("/static/{name}")
 async def static(name: Literal["style.css", "app.js"]) -> Response:
     """The page's stylesheet and script, from package data (no build step)."""
-    body = files("aggregator.web").joinpath("static", name).read_bytes()
+    body = files("plumb.aggregator.web").joinpath("static", name).read_bytes()
     return Response(body, media_type=_STATIC[name], headers={"Cache-Control": "no-cache"})

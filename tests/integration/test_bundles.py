@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import BIN, until
 
-from aggregator.bundle import verify
+from plumb.aggregator.bundle import verify
 
 pytestmark = pytest.mark.integration
 

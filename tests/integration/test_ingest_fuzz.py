@@ -16,8 +16,8 @@ from conftest import until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aggregator.store import Store
 from plumb import facts as wire
+from plumb.aggregator.store import Store
 from plumb.v1 import agent_pb2
 
 NODES = ["fuzz-0", "fuzz-1", "fuzz-2"]  # few names, so streams meet state left by others

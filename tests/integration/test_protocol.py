@@ -8,9 +8,9 @@ import grpc
 import pytest
 from conftest import scrape, until
 
-from agent.settings import StreamSettings
-from agent.stream import Identity, StreamClient
 from plumb import facts as wire
+from plumb.agent.settings import StreamSettings
+from plumb.agent.stream import Identity, StreamClient
 from plumb.v1 import agent_pb2, agent_pb2_grpc, facts_pb2
 
 FACTS = {

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aggregator.bundle.deployers import argocd, flux, helm, helmfile
-from aggregator.bundle.deployers.output import Output
-from aggregator.bundle.options import BundleOptions
-from aggregator.bundle.plan import Release
+from plumb.aggregator.bundle.deployers import argocd, flux, helm, helmfile
+from plumb.aggregator.bundle.deployers.output import Output
+from plumb.aggregator.bundle.options import BundleOptions
+from plumb.aggregator.bundle.plan import Release
 
 __all__ = ["DEPLOYERS", "Output"]
 

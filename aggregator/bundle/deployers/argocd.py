@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aggregator.bundle.deployers.output import Output
-from aggregator.bundle.documents import sort_keys, yaml_text
-from aggregator.bundle.errors import BundleError
-from aggregator.bundle.options import BundleOptions
-from aggregator.bundle.plan import Release
+from plumb.aggregator.bundle.deployers.output import Output
+from plumb.aggregator.bundle.documents import sort_keys, yaml_text
+from plumb.aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.options import BundleOptions
+from plumb.aggregator.bundle.plan import Release
 
 __all__ = ["render"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import shlex
 
-from aggregator.bundle.deployers.output import Output
-from aggregator.bundle.options import BundleOptions
-from aggregator.bundle.plan import Release
+from plumb.aggregator.bundle.deployers.output import Output
+from plumb.aggregator.bundle.options import BundleOptions
+from plumb.aggregator.bundle.plan import Release
 
 __all__ = ["render"]
 

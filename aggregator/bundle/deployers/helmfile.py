@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aggregator.bundle.deployers.output import Output, repo_name
-from aggregator.bundle.documents import yaml_text
-from aggregator.bundle.options import BundleOptions
-from aggregator.bundle.plan import Release
+from plumb.aggregator.bundle.deployers.output import Output, repo_name
+from plumb.aggregator.bundle.documents import yaml_text
+from plumb.aggregator.bundle.options import BundleOptions
+from plumb.aggregator.bundle.plan import Release
 
 __all__ = ["render"]
 

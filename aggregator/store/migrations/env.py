@@ -7,7 +7,7 @@ sets ``sqlalchemy.url``), it opens its own engine from that URL.
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from aggregator.store.models import Base
+from plumb.aggregator.store.models import Base
 
 
 def _run(connection: Connection) -> None:

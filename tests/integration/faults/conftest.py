@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import Aggregator
 
-from agent.settings import StreamSettings
-from agent.stream import Identity, StreamClient
 from plumb import facts as wire
+from plumb.agent.settings import StreamSettings
+from plumb.agent.stream import Identity, StreamClient
 from plumb.v1 import agent_pb2
 
 

@@ -10,9 +10,9 @@ import time
 
 from conftest import free_port
 
-from agent.settings import StreamSettings
-from agent.stream import Identity, StreamClient
 from plumb import facts as wire
+from plumb.agent.settings import StreamSettings
+from plumb.agent.stream import Identity, StreamClient
 
 from .conftest import DbAggregator
 
@@ -20,7 +20,7 @@ FACTS = {"host.kernel": wire.Reading.ok("6.8"), "driver.driver_version": wire.Re
 
 
 async def test_unreachable_is_logged_and_does_not_delay_the_reconnect(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="agent.stream")
+    caplog.set_level(logging.WARNING, logger="plumb.agent.stream")
     target = f"127.0.0.1:{free_port()}"  # nothing listens here yet
     settings = StreamSettings(
         poll_interval_s=0.2,

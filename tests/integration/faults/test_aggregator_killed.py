@@ -14,8 +14,8 @@ import time
 
 from conftest import until
 
-from aggregator.store import Store
 from plumb import facts as wire
+from plumb.aggregator.store import Store
 
 from .conftest import DbAggregator, FakeNode
 

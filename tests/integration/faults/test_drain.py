@@ -9,8 +9,8 @@ import time
 
 import grpc
 
-from aggregator.store import Store
 from plumb import facts as wire
+from plumb.aggregator.store import Store
 from plumb.v1 import agent_pb2_grpc
 
 from .conftest import DbAggregator, delta_msg, full_msg, hello_msg

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from aggregator.k8s.lease import LeaderElector, LeaseTiming
+from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
 
 NAMESPACE = "lease-test"
 FAST = LeaseTiming(lease_duration_s=2.0, renew_deadline_s=1.5, retry_period_s=0.2)
@@ -21,7 +21,7 @@ FAST = LeaseTiming(lease_duration_s=2.0, renew_deadline_s=1.5, retry_period_s=0.
 REPLICA = """
 import asyncio, sys
 from kubernetes import config
-from aggregator.k8s.lease import LeaderElector, LeaseTiming
+from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
 
 async def main():
     api = config.new_client_from_config(config_file=sys.argv[1])

@@ -7,7 +7,7 @@ import time
 
 from kubernetes import client
 
-from aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_info
+from plumb.aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_info
 
 EKS_NODE = {
     "metadata": {

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from aggregator.errors import Forbidden
-from aggregator.k8s import review_token, verify_agent
 from k8s.conftest import AgentPods
+from plumb.aggregator.errors import Forbidden
+from plumb.aggregator.k8s import review_token, verify_agent
 
 NAMESPACE = "agents-tr"
 SA = "plumb-agent"

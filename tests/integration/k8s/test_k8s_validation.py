@@ -9,8 +9,8 @@ import uuid
 import pytest
 from kubernetes import client
 
-from aggregator.recipes import load_catalog
-from aggregator.validation.kubernetes import Kube, run_check
+from plumb.aggregator.recipes import load_catalog
+from plumb.aggregator.validation.kubernetes import Kube, run_check
 
 from .conftest import until
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from pg_fixture import PostgresServer
 
-from aggregator.store import Store
+from plumb.aggregator.store import Store
 
 
 @pytest.fixture

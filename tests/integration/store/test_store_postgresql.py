@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from aggregator.store import Store, StoreError
+from plumb.aggregator.store import Store, StoreError
 
 UNIT = Path(__file__).resolve().parents[2] / "unit" / "store"
 

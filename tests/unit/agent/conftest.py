@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.profile import profile_path
-from agent.simulate import Simulation
+from plumb.agent.profile import profile_path
+from plumb.agent.simulate import Simulation
 from plumb.facts import Reading
 
 

@@ -10,11 +10,11 @@ import types
 from dataclasses import replace
 from pathlib import Path
 
-from agent.checks import CHECKS, CheckContext, CheckRunner, Outcome
-from agent.checks.conformance import CONFORMANCE, pci_scan
-from agent.checks.params import PARAMS, refused
-from agent.checks.performance import PERFORMANCE
-from agent.collect import collect_all
+from plumb.agent.checks import CHECKS, CheckContext, CheckRunner, Outcome
+from plumb.agent.checks.conformance import CONFORMANCE, pci_scan
+from plumb.agent.checks.params import PARAMS, refused
+from plumb.agent.checks.performance import PERFORMANCE
+from plumb.agent.collect import collect_all
 
 
 def context(sim, **over) -> CheckContext:
@@ -173,7 +173,7 @@ def test_a_check_past_its_timeout_is_an_error_and_later_ones_skip_as_busy(monkey
         return Outcome("pass", "late")
 
     monkeypatch.setitem(CONFORMANCE, "ecc", stuck)
-    monkeypatch.setattr("agent.checks.runner.CHECKS", {**CONFORMANCE, **PERFORMANCE})
+    monkeypatch.setattr("plumb.agent.checks.runner.CHECKS", {**CONFORMANCE, **PERFORMANCE})
     runner = CheckRunner(_ctx(_BusyNvml()))
 
     async def go():
@@ -194,7 +194,7 @@ def test_an_unknown_check_and_a_crashing_check_are_results_not_exceptions(monkey
     def boom(ctx, params):
         raise ValueError("bad")
 
-    monkeypatch.setattr("agent.checks.runner.CHECKS", {"boom": boom})
+    monkeypatch.setattr("plumb.agent.checks.runner.CHECKS", {"boom": boom})
     runner = CheckRunner(_ctx(_BusyNvml()))
     unknown = asyncio.run(runner.run("warp", {}, 1)).outcome
     crashed = asyncio.run(runner.run("boom", {}, 1)).outcome
@@ -209,7 +209,7 @@ def test_parameters_outside_the_agents_catalog_refuse_the_check_before_it_runs(m
         ran.append(dict(params))
         return Outcome("pass", "ran")
 
-    monkeypatch.setattr("agent.checks.runner.CHECKS", {"nccl-allreduce": recording})
+    monkeypatch.setattr("plumb.agent.checks.runner.CHECKS", {"nccl-allreduce": recording})
     runner = CheckRunner(_ctx(_BusyNvml()))
     for params, why in [
         ({"max_bytes": "--op=max"}, "max_bytes: '--op=max' does not parse"),
@@ -226,7 +226,7 @@ def test_parameters_outside_the_agents_catalog_refuse_the_check_before_it_runs(m
 
 
 def test_the_aggregators_catalog_sends_only_parameters_the_agent_allows():
-    from aggregator.recipes import load_catalog
+    from plumb.aggregator.recipes import load_catalog
 
     assert set(PARAMS) == set(CHECKS), "every agent check declares its parameters"
     agent_checks = [c for c in load_catalog().checks.by_id.values() if c.runs_on == "agent"]

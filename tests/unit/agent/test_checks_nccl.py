@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.checks.nccl_tests import parse_json, parse_text
+from plumb.agent.checks.nccl_tests import parse_json, parse_text
 
 SAMPLES = Path(__file__).parent / "nccl_samples"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.collect import Sources, host
-from agent.collect.host import parse_os_release
+from plumb.agent.collect import Sources, host
+from plumb.agent.collect.host import parse_os_release
 from plumb.facts import Reading
 
 OPEN_BANNER = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.collect import Sources, cuda, libraries, nccl
-from agent.collect.libraries import (
+from plumb.agent.collect import Sources, cuda, libraries, nccl
+from plumb.agent.collect.libraries import (
     LibraryProbeError,
     LibraryScans,
     decode_version,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from agent.collect import Sources, nvml
-from agent.nvml_fake import FakeNvml
-from agent.profile import load_profile
+from plumb.agent.collect import Sources, nvml
+from plumb.agent.nvml_fake import FakeNvml
+from plumb.agent.profile import load_profile
 from plumb.facts import Reading
 
 

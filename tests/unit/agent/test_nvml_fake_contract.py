@@ -7,8 +7,8 @@ import inspect
 import pynvml
 import pytest
 
-from agent.nvml_fake import FakeHandle, FakeNvml, MemoryInfo, PciInfo
-from agent.profile import load_profile, shipped_profiles
+from plumb.agent.nvml_fake import FakeHandle, FakeNvml, MemoryInfo, PciInfo
+from plumb.agent.profile import load_profile, shipped_profiles
 
 FAKE_FUNCTIONS = sorted(
     name

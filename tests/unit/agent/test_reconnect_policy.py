@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from agent.settings import StreamSettings
-from agent.stream import reconnect_delay
+from plumb.agent.settings import StreamSettings
+from plumb.agent.stream import reconnect_delay
 
 S = StreamSettings(reconnect_window_s=10.0, backoff_max_s=30.0)
 

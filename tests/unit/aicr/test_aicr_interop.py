@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from aggregator.aicr import criteria_from_recipe_criteria, snapshot
-from aggregator.errors import InvalidInput
+from plumb.aggregator.aicr import criteria_from_recipe_criteria, snapshot
+from plumb.aggregator.errors import InvalidInput
 from plumb.facts import Reading
 
 AT = datetime(2026, 7, 9, 10, 30, tzinfo=UTC)

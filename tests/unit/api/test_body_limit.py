@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI, Request
 
-from aggregator.api.limits import BodyLimit
+from plumb.aggregator.api.limits import BodyLimit
 
 LIMIT = 1024
 

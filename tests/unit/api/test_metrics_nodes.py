@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.metrics import NodeSeries
-from aggregator.state import LiveState
 from plumb import facts as wire
+from plumb.aggregator.metrics import NodeSeries
+from plumb.aggregator.state import LiveState
 
 
 def _facts(driver: str) -> dict[str, wire.Reading]:

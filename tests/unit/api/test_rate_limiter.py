@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aggregator.api.limits import RateLimiter
+from plumb.aggregator.api.limits import RateLimiter
 
 
 class Clock:

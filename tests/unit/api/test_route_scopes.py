@@ -14,9 +14,9 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-from aggregator.api import create_app
-from aggregator.core import open_core
-from aggregator.settings import AggregatorSettings
+from plumb.aggregator.api import create_app
+from plumb.aggregator.core import open_core
+from plumb.aggregator.settings import AggregatorSettings
 
 ADMIN, READ = "admin-token-0123456789", "read-token-0123456789"
 OPEN = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}

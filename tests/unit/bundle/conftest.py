@@ -11,8 +11,8 @@ import pytest
 import yaml
 from helm_fixture import helm_path
 
-from aggregator.bundle import Bundle, BundleOptions, Recipe, build
-from aggregator.recipes import Catalog, Criteria, load_catalog, resolve
+from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build
+from plumb.aggregator.recipes import Catalog, Criteria, load_catalog, resolve
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = Path(__file__).resolve().parent / "schemas"

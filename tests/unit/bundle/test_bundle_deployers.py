@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from aggregator.bundle import check
+from plumb.aggregator.bundle import check
 
 DEPLOYERS = ("helm", "helmfile", "argocd", "flux")
 SCHEMA = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aggregator.bundle import BundleError, BundleOptions, build, parse_recipe
+from plumb.aggregator.bundle import BundleError, BundleOptions, build, parse_recipe
 
 
 def values(bundle, component: str) -> dict:

@@ -9,8 +9,8 @@ import zipfile
 import pytest
 from typer.testing import CliRunner
 
-from aggregator.bundle import FORMATS, verify
-from aggregator.cli import app
+from plumb.aggregator.bundle import FORMATS, verify
+from plumb.aggregator.cli import app
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from aggregator.bundle import BundleError, read_bundle, unpack
+from plumb.aggregator.bundle import BundleError, read_bundle, unpack
 
 UNSAFE = ["top/../../evil.sh", "/etc/cron.d/evil", "top/a/../../../evil.sh"]
 

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import aggregator.render as render
-from aggregator.cli import app
+import plumb.aggregator.render as render
+from plumb.aggregator.cli import app
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -45,7 +45,9 @@ class FakeApi:
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
     for name in ("nodes", "node", "drift", "recipe"):
-        monkeypatch.setattr(importlib.import_module(f"aggregator.cli.{name}"), "api_json", fake)
+        monkeypatch.setattr(
+            importlib.import_module(f"plumb.aggregator.cli.{name}"), "api_json", fake
+        )
     monkeypatch.setattr(render, "_now", lambda: NOW)
     monkeypatch.setenv("COLUMNS", "160")
     for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):

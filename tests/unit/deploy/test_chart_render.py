@@ -8,8 +8,8 @@ import kubernetes_validate
 import pytest
 from chart_cases import ALL_ON, CHART, MONITORING_APIS, PERSISTENT, SECURED
 
-from agent.settings import AgentSettings
-from aggregator.settings import AggregatorSettings
+from plumb.agent.settings import AgentSettings
+from plumb.aggregator.settings import AggregatorSettings
 
 # Env vars the chart sets ahead of the code that reads them.
 PENDING_AGENT_ENV: set[str] = set()

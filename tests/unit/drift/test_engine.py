@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from aggregator.drift import DriftEngine, PoolTally, pool_majorities
-from aggregator.recipes import infer_criteria, load_catalog, resolve
+from plumb.aggregator.drift import DriftEngine, PoolTally, pool_majorities
+from plumb.aggregator.recipes import infer_criteria, load_catalog, resolve
 from plumb.facts import Reading
 
 CATALOG = load_catalog()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from aggregator.k8s.components import (
+from plumb.aggregator.k8s.components import (
     Found,
     component_facts,
     fact_path,
@@ -17,10 +17,10 @@ from aggregator.k8s.components import (
     match_image,
     split_image,
 )
-from aggregator.k8s.node_writer import Condition, NodeMark, condition_patch, label_patch
-from aggregator.k8s.nodes import NodeInfo, node_facts
-from aggregator.recipes import load_catalog
-from aggregator.state import LiveState
+from plumb.aggregator.k8s.node_writer import Condition, NodeMark, condition_patch, label_patch
+from plumb.aggregator.k8s.nodes import NodeInfo, node_facts
+from plumb.aggregator.recipes import load_catalog
+from plumb.aggregator.state import LiveState
 from plumb.facts import Reading, content_hash
 
 CATALOG = load_catalog()

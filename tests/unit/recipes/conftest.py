@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from aggregator.recipes import Catalog, load_catalog
+from plumb.aggregator.recipes import Catalog, load_catalog
 from plumb.facts import Reading
 
 AS_OF = dt.date(2026, 9, 1)  # fixed, so the lifecycle rule and the goldens never age

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.recipes import RecipeError, load_catalog
-from aggregator.recipes.catalog import default_root
+from plumb.aggregator.recipes import RecipeError, load_catalog
+from plumb.aggregator.recipes.catalog import default_root
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aggregator.recipes import Criteria, infer_criteria, resolve
+from plumb.aggregator.recipes import Criteria, infer_criteria, resolve
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

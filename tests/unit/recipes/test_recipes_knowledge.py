@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from aggregator.recipes import Criteria, resolve
+from plumb.aggregator.recipes import Criteria, resolve
 
 EKS_H100 = Criteria(service="eks", accelerator="h100", os="ubuntu", intent="training")
 

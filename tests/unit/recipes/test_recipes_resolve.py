@@ -6,16 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aggregator.recipes import (
+from plumb.aggregator.recipes import (
     Criteria,
     CriteriaError,
     ResolutionCache,
     infer_criteria,
     resolve,
 )
-from aggregator.recipes.merge import Layer, merge
-from aggregator.recipes.resolve import FALLBACK_WARNING
-from aggregator.recipes.schema import ComponentPatch, Constraint
+from plumb.aggregator.recipes.merge import Layer, merge
+from plumb.aggregator.recipes.resolve import FALLBACK_WARNING
+from plumb.aggregator.recipes.schema import ComponentPatch, Constraint
 
 GKE_A100 = Criteria(service="gke", accelerator="a100", os="cos", intent="training")
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aggregator.recipes import Expression, ExpressionError, compare, parse_version
+from plumb.aggregator.recipes import Expression, ExpressionError, compare, parse_version
 
 
 def v(text: str):

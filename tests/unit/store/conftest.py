@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.store import Store
+from plumb.aggregator.store import Store
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
-import aggregator.store.store as store_module
-from aggregator.drift import Baseline, DriftFinding
-from aggregator.store import Change, NodeUpdate, Store
+import plumb.aggregator.store.store as store_module
+from plumb.aggregator.drift import Baseline, DriftFinding
+from plumb.aggregator.store import Change, NodeUpdate, Store
 from plumb.facts import Reading
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)

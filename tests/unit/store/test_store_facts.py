@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from aggregator.store import Change, HistoryEntry, NodeUpdate, Store, StoreError
+from plumb.aggregator.store import Change, HistoryEntry, NodeUpdate, Store, StoreError
 from plumb.facts import Reading, content_hash
 
 READINGS = {

@@ -8,9 +8,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
-import aggregator.store.store as store_module
-from aggregator.store import Store, StoreError, migrate
-from aggregator.store.models import Base
+import plumb.aggregator.store.store as store_module
+from plumb.aggregator.store import Store, StoreError, migrate
+from plumb.aggregator.store.models import Base
 
 HEAD = ScriptDirectory(str(Path(store_module.__file__).with_name("migrations"))).get_current_head()
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from aggregator.drift import Baseline, DriftFinding
-from aggregator.store import Change, NodeUpdate, Store
+from plumb.aggregator.drift import Baseline, DriftFinding
+from plumb.aggregator.store import Change, NodeUpdate, Store
 from plumb.facts import Reading
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)

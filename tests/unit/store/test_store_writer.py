@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from aggregator.drift import Baseline, DriftFinding
-from aggregator.store import Change, NodeUpdate, StoreError, Writer
+from plumb.aggregator.drift import Baseline, DriftFinding
+from plumb.aggregator.store import Change, NodeUpdate, StoreError, Writer
 from plumb.facts import Reading
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -13,12 +13,12 @@ import jsonschema
 import pytest
 from junitparser import JUnitXml
 
-from aggregator.recipes import RecipeError, load_catalog
-from aggregator.recipes.catalog import default_root
-from aggregator.recipes.check_catalog import Checks
-from aggregator.state import LiveState
-from aggregator.validation import Validator, ctrf, junit, run_json
-from aggregator.validation.wire import AgentResult, agent_result
+from plumb.aggregator.recipes import RecipeError, load_catalog
+from plumb.aggregator.recipes.catalog import default_root
+from plumb.aggregator.recipes.check_catalog import Checks
+from plumb.aggregator.state import LiveState
+from plumb.aggregator.validation import Validator, ctrf, junit, run_json
+from plumb.aggregator.validation.wire import AgentResult, agent_result
 from plumb.facts import Reading
 from plumb.v1 import agent_pb2
 
@@ -220,7 +220,7 @@ async def test_reports_validate_as_ctrf_and_parse_as_junit(tmp_path: Path):
 
 def test_a_running_report_lists_pending_tests_in_both_formats():
     fleet = Fleet("a")
-    from aggregator.validation.model import PlannedCheck, ValidationRun
+    from plumb.aggregator.validation.model import PlannedCheck, ValidationRun
 
     run = ValidationRun(
         id="0" * 32,

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aggregator.web.pages import fleet_page, node_page, severity_order
+from plumb.aggregator.web.pages import fleet_page, node_page, severity_order
 
 API = json.loads((Path(__file__).parents[1] / "cli" / "data" / "api.json").read_text())
 NOW = datetime(2026, 7, 1, 3, 0, 0, tzinfo=UTC)
