@@ -22,9 +22,9 @@ from plumb.agent import __version__
 from plumb.agent.checks import CheckContext, CheckRunner
 from plumb.agent.checks.conformance import pci_scan
 from plumb.agent.collect import Sources, collect_all, real_sources
-from plumb.agent.profile import ProfileError, read_profile
 from plumb.agent.settings import AgentSettings
-from plumb.agent.simulate import Simulation
+from plumb.agent.simulate.node import Simulation
+from plumb.agent.simulate.profile import ProfileError, read_profile
 from plumb.agent.stream import Collect, Identity, StreamClient
 from plumb.logs import configure_logging
 

@@ -17,18 +17,18 @@ from sqlalchemy.engine import make_url
 
 from plumb import facts as wire
 from plumb.aggregator import __version__, aicr
-from plumb.aggregator.auth import build_authenticator
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
+from plumb.aggregator.drift.evaluation import Evaluator, pool_name
 from plumb.aggregator.errors import InvalidInput, NotFound, Unavailable
-from plumb.aggregator.evaluation import Evaluator, pool_name
-from plumb.aggregator.ingest import Ingest, utcnow
+from plumb.aggregator.ingest.auth import build_authenticator
+from plumb.aggregator.ingest.servicer import Ingest, utcnow
+from plumb.aggregator.intake.replicas import Replicas
 from plumb.aggregator.k8s import Cluster, api_client, in_cluster, node_marks
-from plumb.aggregator.metrics import Metrics, build_registry, exposition
+from plumb.aggregator.metrics.collectors import Metrics, build_registry, exposition
 from plumb.aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache, load_catalog
-from plumb.aggregator.replicas import Replicas
 from plumb.aggregator.settings import AggregatorSettings
-from plumb.aggregator.state import LiveState, NodeState, NodeSummary
+from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary
 from plumb.aggregator.store import HistoryEntry, Store, StoreError, Writer
 from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.kubernetes import Kube

@@ -75,7 +75,7 @@ class StoreSettings(BaseModel):
 
 
 class ReplicaSettings(BaseModel):
-    """Several aggregators on one PostgreSQL (aggregator/replicas.py); unused on SQLite."""
+    """Several aggregators on one PostgreSQL (aggregator/intake/replicas.py); unused on SQLite."""
 
     # This process among the replicas: the chart sets the pod name. Host and pid by default,
     # unique among processes on one machine.
@@ -106,7 +106,7 @@ class RecipeSettings(BaseModel):
 
 
 class AuthSettings(BaseModel):
-    """How agents prove who they are (see aggregator/auth.py)."""
+    """How agents prove who they are (see aggregator/ingest/auth.py)."""
 
     # `none` suits only loopback labs and the demo: the chart sets `kubernetes`.
     mode: Literal["none", "token", "kubernetes"] = "none"
@@ -127,7 +127,7 @@ class AuthSettings(BaseModel):
 class ApiSettings(BaseModel):
     """Who may call the HTTP API and how often (docs/security.md, aggregator/api/access.py)."""
 
-    # `NAME SCOPE TOKEN` lines (aggregator/tokens.py); the chart mounts it from a Secret.
+    # `NAME SCOPE TOKEN` lines (aggregator/api/tokens.py); the chart mounts it from a Secret.
     tokens_file: Path | None = None
     # Read-scope calls without a token. Only for loopback labs and the demo.
     anonymous_read: bool = False

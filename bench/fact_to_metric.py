@@ -32,7 +32,7 @@ from harness import start_serve, wait_for, write_result
 from plumb import facts as wire
 from plumb.agent.collect import collect_all
 from plumb.agent.settings import StreamSettings
-from plumb.agent.simulate import Simulation
+from plumb.agent.simulate.node import Simulation
 from plumb.agent.stream import Identity, StreamClient
 from plumb.logs import configure_logging
 

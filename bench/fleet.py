@@ -171,7 +171,7 @@ class Node:
 
 def _profile_facts(workdir: Path) -> dict[str, dict]:
     from plumb.agent.collect import collect_all
-    from plumb.agent.simulate import Simulation
+    from plumb.agent.simulate.node import Simulation
 
     return {p: collect_all(Simulation(p, f"sim-{p}", workdir / p).sources()) for p in PROFILES}
 

@@ -31,7 +31,7 @@ from pg_fixture import PostgresServer, pg_bin  # tests/, which harness puts on t
 
 from plumb.agent.collect import collect_all
 from plumb.agent.settings import StreamSettings
-from plumb.agent.simulate import Simulation
+from plumb.agent.simulate.node import Simulation
 from plumb.agent.stream import Identity, StreamClient
 from plumb.aggregator.settings import ReplicaSettings
 from plumb.logs import configure_logging

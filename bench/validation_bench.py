@@ -26,7 +26,7 @@ from harness import ADMIN_HEADERS, start_serve, wait_for, write_result
 from plumb.agent.checks import CheckContext, CheckRunner
 from plumb.agent.collect import collect_all
 from plumb.agent.settings import StreamSettings
-from plumb.agent.simulate import Simulation
+from plumb.agent.simulate.node import Simulation
 from plumb.agent.stream import Identity, StreamClient
 from plumb.logs import configure_logging
 

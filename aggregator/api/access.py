@@ -1,7 +1,7 @@
 """Who may call the HTTP API: bearer tokens with scopes, anonymous read, a rate per caller.
 
 Routers declare their scope as a dependency (`ReadAccess`, `AdminAccess`); both share
-`identify`, which FastAPI runs once per request: it finds the token (aggregator/tokens.py),
+`identify`, which FastAPI runs once per request: it finds the token (aggregator/api/tokens.py),
 charges the caller's rate bucket (token name, else client address) and refuses unknown
 tokens. /healthz and /readyz carry no dependency, nor /metrics unless configured so.
 """
@@ -16,9 +16,9 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from plumb.aggregator.api.limits import RateLimiter
+from plumb.aggregator.api.tokens import Caller, Scope, load_tokens
 from plumb.aggregator.errors import Forbidden, RateLimited, Unauthenticated
 from plumb.aggregator.settings import ApiSettings
-from plumb.aggregator.tokens import Caller, Scope, load_tokens
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from plumb import facts as wire
 from plumb.aggregator.core import Core, summary_json
-from plumb.aggregator.state import NodeSummary
+from plumb.aggregator.state.live import NodeSummary
 
 router = APIRouter(prefix="/v1", tags=["nodes"])
 

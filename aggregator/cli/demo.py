@@ -14,6 +14,6 @@ def demo(
     keep: Annotated[bool, typer.Option(help="keep running until Ctrl-C after the tour")] = False,
 ) -> None:
     """Start an aggregator and six simulated GPU nodes, and show a driver upgrade arrive."""
-    from plumb.aggregator.demo import run_demo
+    from plumb.aggregator.cli.tour import run_demo
 
     raise typer.Exit(run_demo(out, keep=keep))

@@ -8,7 +8,7 @@ import typer
 
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
 from plumb.aggregator.cli.output import emit
-from plumb.aggregator.render import drift_table
+from plumb.aggregator.cli.render import drift_table
 
 
 @app.command()

@@ -9,7 +9,7 @@ import typer
 
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
 from plumb.aggregator.cli.output import emit
-from plumb.aggregator.render import node_tables
+from plumb.aggregator.cli.render import node_tables
 
 
 @app.command()

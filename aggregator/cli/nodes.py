@@ -8,7 +8,7 @@ import typer
 
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app
 from plumb.aggregator.cli.output import emit
-from plumb.aggregator.render import fleet_table
+from plumb.aggregator.cli.render import fleet_table
 
 PoolOpt = Annotated[str | None, typer.Option(help="only this pool, e.g. eks/h100/ubuntu/any/any")]
 DriftedOpt = Annotated[bool, typer.Option("--drifted", help="only nodes with open findings")]

@@ -11,8 +11,8 @@ import yaml
 from plumb.aggregator.aicr import criteria_from_recipe_criteria
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err
 from plumb.aggregator.cli.output import emit
+from plumb.aggregator.cli.render import recipe_tables
 from plumb.aggregator.errors import STATUS, PlumbError
-from plumb.aggregator.render import recipe_tables
 
 Node = Annotated[str | None, typer.Option(help="resolve from this node's live facts")]
 Service = Annotated[str, typer.Option(help="eks, gke, aks, oke, kind, on-prem … or any")]

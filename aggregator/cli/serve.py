@@ -22,7 +22,7 @@ def serve(
     log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = None,
 ) -> None:
     """Run the aggregator: gRPC for agents, HTTP for people and Prometheus."""
-    from plumb.aggregator.server import serve as run_server
+    from plumb.aggregator.process import serve as run_server
 
     flags = {
         "grpc_listen": grpc_listen,

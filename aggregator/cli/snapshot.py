@@ -11,8 +11,8 @@ import yaml
 
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, connection, err
 from plumb.aggregator.cli.output import emit
+from plumb.aggregator.cli.render import nodes_table
 from plumb.aggregator.errors import STATUS
-from plumb.aggregator.render import nodes_table
 
 
 class SnapshotFormat(StrEnum):

@@ -17,7 +17,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from plumb.aggregator.cli.app import ServerOpt, api_json, app, connection, err, out
-from plumb.aggregator.render import validation_table
+from plumb.aggregator.cli.render import validation_table
 
 
 class Format(StrEnum):

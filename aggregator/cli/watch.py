@@ -10,7 +10,7 @@ import typer
 from rich.live import Live
 
 from plumb.aggregator.cli.app import ServerOpt, app, connection, out
-from plumb.aggregator.render import watch_view
+from plumb.aggregator.cli.render import watch_view
 
 _TIMEOUT_S = 5.0  # a frame never waits longer than this for the aggregator
 

@@ -20,8 +20,8 @@ from typing import Any
 from kubernetes import client
 
 from plumb.aggregator.drift import SEVERITIES
-from plumb.aggregator.evaluation import Evaluator, pool_name
-from plumb.aggregator.state import LiveState
+from plumb.aggregator.drift.evaluation import Evaluator, pool_name
+from plumb.aggregator.state.live import LiveState
 
 log = logging.getLogger(__name__)
 

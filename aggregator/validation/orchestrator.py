@@ -24,7 +24,7 @@ from datetime import datetime
 from plumb.aggregator.errors import InvalidInput, NotFound
 from plumb.aggregator.recipes import Catalog, Resolution
 from plumb.aggregator.recipes.check_catalog import PHASES, CheckDef
-from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.state.live import LiveState, NodeState
 from plumb.aggregator.validation import wire
 from plumb.aggregator.validation.deployment import DEPLOYMENT
 from plumb.aggregator.validation.grading import grade, peak_of

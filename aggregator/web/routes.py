@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, Response
 from plumb import facts as wire
 from plumb.aggregator.core import Core, summary_json
 from plumb.aggregator.errors import NotFound
-from plumb.aggregator.state import NodeSummary
+from plumb.aggregator.state.live import NodeSummary
 from plumb.aggregator.web import pages
 
 router = APIRouter(include_in_schema=False)

@@ -25,7 +25,7 @@ BIN = Path(sys.executable).parent
 # calls that change state send ADMIN_TOKEN (Aggregator.post, cli_env).
 ADMIN_TOKEN = "test-admin-token-0123456789"
 READ_TOKEN = "test-read-token-0123456789"
-PROFILES = Path(__file__).resolve().parents[2] / "agent" / "profiles"
+PROFILES = Path(__file__).resolve().parents[2] / "agent" / "simulate" / "profiles"
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 

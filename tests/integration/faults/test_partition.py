@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 BIN = Path(sys.executable).parent
-PROFILES = Path(__file__).resolve().parents[3] / "agent" / "profiles"
+PROFILES = Path(__file__).resolve().parents[3] / "agent" / "simulate" / "profiles"
 CLONE_NEWNET = 0x40000000
 # Link-local test hosts: the two ends of the test's own veth pair, in its own namespaces.
 AGG_IP, AGENT_IP = "10.213.7.1", "10.213.7.2"

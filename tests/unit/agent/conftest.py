@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from plumb.agent.profile import profile_path
-from plumb.agent.simulate import Simulation
+from plumb.agent.simulate.node import Simulation
+from plumb.agent.simulate.profile import profile_path
 from plumb.facts import Reading
 
 

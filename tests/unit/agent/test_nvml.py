@@ -8,8 +8,8 @@ import pynvml
 import pytest
 
 from plumb.agent.collect import Sources, nvml
-from plumb.agent.nvml_fake import FakeNvml
-from plumb.agent.profile import load_profile
+from plumb.agent.simulate.nvml import FakeNvml
+from plumb.agent.simulate.profile import load_profile
 from plumb.facts import Reading
 
 

@@ -7,8 +7,8 @@ import inspect
 import pynvml
 import pytest
 
-from plumb.agent.nvml_fake import FakeHandle, FakeNvml, MemoryInfo, PciInfo
-from plumb.agent.profile import load_profile, shipped_profiles
+from plumb.agent.simulate.nvml import FakeHandle, FakeNvml, MemoryInfo, PciInfo
+from plumb.agent.simulate.profile import load_profile, shipped_profiles
 
 FAKE_FUNCTIONS = sorted(
     name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plumb.agent.profile import ProfileError, load_profile, shipped_profiles
+from plumb.agent.simulate.profile import ProfileError, load_profile, shipped_profiles
 
 
 def _expect_error(path, *fragments):

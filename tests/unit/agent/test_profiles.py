@@ -6,7 +6,7 @@ import pytest
 
 from plumb.agent.collect import collect_all
 from plumb.agent.collect.nvml import _GPU_FIELDS
-from plumb.agent.profile import shipped_profiles
+from plumb.agent.simulate.profile import shipped_profiles
 from plumb.facts import content_hash, flatten, unflatten
 
 EXPECTED = {  # profile: (GPU count, NVML name, architecture, compute capability, PCI device id)

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from plumb.agent.collect import collect_all
-from plumb.agent.profile import ProfileError
-from plumb.agent.simulate import Simulation
+from plumb.agent.simulate.node import Simulation
+from plumb.agent.simulate.profile import ProfileError
 
 
 def test_editing_the_profile_changes_the_next_collection(profile_copy, write_yaml, tmp_path):
@@ -44,11 +44,11 @@ def test_an_invalid_edit_keeps_the_last_good_profile_and_warns(profile_copy, tmp
     before = collect_all(sim.sources())
 
     path.write_text("gpus: {count: 0")
-    with caplog.at_level(logging.WARNING, logger="plumb.agent.simulate"):
+    with caplog.at_level(logging.WARNING, logger="plumb.agent.simulate.node"):
         after = collect_all(sim.sources())
 
     assert after == before
-    (record,) = [r for r in caplog.records if r.name == "plumb.agent.simulate"]
+    (record,) = [r for r in caplog.records if r.name == "plumb.agent.simulate.node"]
     assert str(path) in record.error and "invalid YAML" in record.error
 
 
@@ -57,10 +57,10 @@ def test_a_deleted_profile_keeps_the_last_good_one(profile_copy, tmp_path, caplo
     sim = Simulation(str(path), "node-a", tmp_path / "work")
     before = collect_all(sim.sources())
     path.unlink()
-    with caplog.at_level(logging.WARNING, logger="plumb.agent.simulate"):
+    with caplog.at_level(logging.WARNING, logger="plumb.agent.simulate.node"):
         assert collect_all(sim.sources()) == before
         assert collect_all(sim.sources()) == before
-    assert len([r for r in caplog.records if r.name == "plumb.agent.simulate"]) == 1
+    assert len([r for r in caplog.records if r.name == "plumb.agent.simulate.node"]) == 1
 
 
 def test_an_unusable_profile_fails_at_start(tmp_path):

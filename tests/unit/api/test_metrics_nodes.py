@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from prometheus_client.parser import text_string_to_metric_families
 
 from plumb import facts as wire
-from plumb.aggregator.metrics import NodeSeries
-from plumb.aggregator.state import LiveState
+from plumb.aggregator.metrics.collectors import NodeSeries
+from plumb.aggregator.state.live import LiveState
 
 
 def _facts(driver: str) -> dict[str, wire.Reading]:

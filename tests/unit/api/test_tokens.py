@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from plumb.aggregator.api.tokens import Caller, load_tokens
 from plumb.aggregator.errors import InvalidInput
-from plumb.aggregator.tokens import Caller, load_tokens
 
 ADMIN = "a" * 32
 READ = "r" * 32

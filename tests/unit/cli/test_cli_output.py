@@ -19,7 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import plumb.aggregator.render as render
+import plumb.aggregator.cli.render as render
 from plumb.aggregator.cli import app
 
 DATA = Path(__file__).parent / "data"

@@ -20,7 +20,7 @@ from plumb.aggregator.k8s.components import (
 from plumb.aggregator.k8s.node_writer import Condition, NodeMark, condition_patch, label_patch
 from plumb.aggregator.k8s.nodes import NodeInfo, node_facts
 from plumb.aggregator.recipes import load_catalog
-from plumb.aggregator.state import LiveState
+from plumb.aggregator.state.live import LiveState
 from plumb.facts import Reading, content_hash
 
 CATALOG = load_catalog()

@@ -16,7 +16,7 @@ from junitparser import JUnitXml
 from plumb.aggregator.recipes import RecipeError, load_catalog
 from plumb.aggregator.recipes.catalog import default_root
 from plumb.aggregator.recipes.check_catalog import Checks
-from plumb.aggregator.state import LiveState
+from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.validation import Validator, ctrf, junit, run_json
 from plumb.aggregator.validation.wire import AgentResult, agent_result
 from plumb.facts import Reading

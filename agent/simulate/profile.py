@@ -226,14 +226,14 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def shipped_profiles() -> list[str]:
     """Names of the profiles shipped with the agent (usable as `--simulate NAME`)."""
-    root = resources.files("plumb.agent.profiles")
+    root = resources.files("plumb.agent.simulate.profiles")
     return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
 def profile_path(name_or_path: str) -> Path:
     """The file for a shipped profile name, or the given path when it is one."""
     if name_or_path in shipped_profiles():
-        return Path(str(resources.files("plumb.agent.profiles") / f"{name_or_path}.yaml"))
+        return Path(str(resources.files("plumb.agent.simulate.profiles") / f"{name_or_path}.yaml"))
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
         return path

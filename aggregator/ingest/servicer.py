@@ -3,11 +3,11 @@
 Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap,
 before any FullFacts, or on a hash that disagrees after applying it; Heartbeat -> Resync
 when its hash differs. A malformed message, or one that breaks a bound or goes back in seq
-(aggregator/ingest_limits.py), aborts the stream with INVALID_ARGUMENT, and one over the
+(aggregator/ingest/limits.py), aborts the stream with INVALID_ARGUMENT, and one over the
 size limit with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
 over four times the limit; those end the stream without reaching this code.
 
-Hello is authenticated (aggregator/auth.py) before the stream is registered, so an agent
+Hello is authenticated (aggregator/ingest/auth.py) before the stream is registered, so an agent
 that may not report for a node can neither report for it nor supersede its stream.
 
 Two streams for one node name: the newer one wins and the older is aborted with
@@ -29,12 +29,12 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from plumb import facts as wire
-from plumb.aggregator import ingest_limits as limits
-from plumb.aggregator.auth import Authenticator
 from plumb.aggregator.errors import Forbidden, InvalidInput, Unavailable
-from plumb.aggregator.metrics import IngestMetrics
+from plumb.aggregator.ingest import limits
+from plumb.aggregator.ingest.auth import Authenticator
+from plumb.aggregator.metrics.collectors import IngestMetrics
 from plumb.aggregator.settings import IngestSettings
-from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.state.live import LiveState, NodeState
 from plumb.aggregator.store import Change, NodeUpdate, Writer
 from plumb.aggregator.validation.wire import AgentResult, agent_result
 from plumb.v1 import agent_pb2, agent_pb2_grpc

@@ -14,8 +14,8 @@ import uuid
 from pathlib import Path
 
 from plumb.agent.collect import Sources
-from plumb.agent.nvml_fake import FakeNvml
-from plumb.agent.profile import Profile, ProfileError, profile_path, read_profile
+from plumb.agent.simulate.nvml import FakeNvml
+from plumb.agent.simulate.profile import Profile, ProfileError, profile_path, read_profile
 from plumb.facts import Reading
 
 __all__ = ["Simulation"]

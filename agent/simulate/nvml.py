@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pynvml
 
-from plumb.agent.profile import GpuSpec, Profile
+from plumb.agent.simulate.profile import GpuSpec, Profile
 
 __all__ = ["FakeNvml", "gpu_uuid"]
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from plumb.aggregator.drift import DriftEngine, PoolTally, Transitions
 from plumb.aggregator.recipes import Resolution, ResolutionCache, infer_criteria
 from plumb.aggregator.settings import RecipeSettings
-from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.state.live import LiveState, NodeState
 from plumb.aggregator.store import NodeUpdate
 
 log = logging.getLogger(__name__)

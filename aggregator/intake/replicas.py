@@ -26,9 +26,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from plumb.aggregator.evaluation import Evaluator
+from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.settings import ReplicaSettings
-from plumb.aggregator.state import LiveState, NodeState
+from plumb.aggregator.state.live import LiveState, NodeState
 from plumb.aggregator.store import Store, StoredNode, StoreError
 
 log = logging.getLogger(__name__)

@@ -21,12 +21,12 @@ from prometheus_client.utils import floatToGoString
 
 from plumb.aggregator import __version__
 from plumb.aggregator.drift import SEVERITIES, Transitions
-from plumb.aggregator.state import LiveState, NodeSummary
+from plumb.aggregator.state.live import LiveState, NodeSummary
 from plumb.aggregator.store import Writer
 
 if TYPE_CHECKING:
-    from plumb.aggregator.evaluation import Evaluator
-    from plumb.aggregator.state import NodeState
+    from plumb.aggregator.drift.evaluation import Evaluator
+    from plumb.aggregator.state.live import NodeState
     from plumb.aggregator.validation import ValidationRun, Validator
 
 __all__ = [
@@ -103,7 +103,7 @@ class NodeSeries:
         self._state = state
         self._evaluator: Evaluator | None = None
         self._cache: dict[str, _NodeLines] = {}
-        # Which nodes this process exports: with replicas, one each (aggregator/replicas.py).
+        # Which nodes this process exports: with replicas, one each (aggregator/intake/replicas.py).
         self.exports: Callable[[NodeState], bool] = lambda node: True
 
     def watch(self, evaluator: Evaluator) -> None:

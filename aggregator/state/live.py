@@ -36,7 +36,7 @@ class NodeState:
     seq: int = 0
     connected: bool = False
     session_id: str | None = None
-    # The replica holding the node's stream, or the last one that did (aggregator/replicas.py).
+    # The replica holding the node's stream, or the last one that did (intake/replicas.py).
     owner: str | None = None
     boot_id: str | None = None
     agent_version: str | None = None

@@ -26,7 +26,7 @@ import httpx
 import yaml
 from rich.console import Console
 
-from plumb.aggregator.render import drift_table, history_table, nodes_table
+from plumb.aggregator.cli.render import drift_table, history_table, nodes_table
 
 # Four H100 nodes "on EKS" and two A100 nodes "on GKE": two pools, as in a real fleet.
 NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
@@ -164,7 +164,7 @@ def _validate(out: Console, base: str, profile: Path, admin_env: dict[str, str])
 
 
 def _profile_copy(name: str, node: str, workdir: Path) -> Path:
-    src = importlib.resources.files("plumb.agent.profiles").joinpath(f"{name}.yaml")
+    src = importlib.resources.files("plumb.agent.simulate.profiles").joinpath(f"{name}.yaml")
     dst = workdir / f"{node}.yaml"
     dst.write_text(src.read_text())
     return dst

@@ -1,0 +1,1 @@
+"""Agent streams in: the gRPC servicer, its limits and agent identity (transport only)."""

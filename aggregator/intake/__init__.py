@@ -1,0 +1,1 @@
+"""The one door into the live state: agent facts, cluster facts, replica tails, restore."""

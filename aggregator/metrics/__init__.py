@@ -1,0 +1,1 @@
+"""Every `plumb_` series, read from live state at scrape time."""

@@ -1,0 +1,1 @@
+"""The live snapshot every reader shares: nodes, their facts and connections, in memory."""
