@@ -81,12 +81,6 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
     return AgentSettings.model_validate(merged)
 
 
-def make_source(settings: AgentSettings) -> tuple[str, Collect]:
-    """The node name and a zero-argument collector: simulated from a profile, or this host."""
-    node, collect, _ = make_node(settings)
-    return node, collect
-
-
 def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
     """The node name, its collector, and what its checks read: simulated or this host."""
     if settings.simulate:

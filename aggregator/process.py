@@ -1,4 +1,10 @@
-"""`plumb serve`: gRPC ingest and the HTTP API in one process, on one event loop."""
+"""`plumb serve`: the one place that builds the aggregator, then serves gRPC and HTTP.
+
+`open_process` constructs every object with its collaborators as constructor arguments, in
+the order the data flows (store, state, evaluator, metrics, intake, replicas, Kubernetes,
+validation, ingest, core), so a reader follows a fact by reading it top to bottom; nothing is
+assigned or registered afterwards. `serve` runs it on one event loop until SIGTERM.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,201 @@ import asyncio
 import contextlib
 import logging
 import signal
+from dataclasses import dataclass
 
 import grpc
 import uvicorn
+from kubernetes.client import ApiClient
+from sqlalchemy.engine import make_url
 
 from plumb.aggregator.api import create_app
-from plumb.aggregator.core import open_core
+from plumb.aggregator.core import Core
+from plumb.aggregator.drift import DriftEngine
+from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import Unavailable
+from plumb.aggregator.ingest.auth import build_authenticator
+from plumb.aggregator.ingest.servicer import Ingest
+from plumb.aggregator.ingest.streams import Streams
+from plumb.aggregator.intake.intake import Intake
+from plumb.aggregator.intake.replicas import Replicas
+from plumb.aggregator.k8s import Cluster, api_client, in_cluster, node_marks
+from plumb.aggregator.metrics.collectors import (
+    ClusterErrors,
+    DriftMetrics,
+    IngestMetrics,
+    LeaderCollector,
+    MetricsPage,
+    NodeSeries,
+    ValidationMetrics,
+    ValidationResults,
+    new_registry,
+)
+from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import AggregatorSettings, TlsSettings
+from plumb.aggregator.state.live import LiveState, NodeState, utcnow
+from plumb.aggregator.state.replicas import Membership
+from plumb.aggregator.store import Store, StoreError, Writer
+from plumb.aggregator.validation import ValidationRun, Validator
+from plumb.aggregator.validation.kubernetes import Kube
 from plumb.v1 import agent_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 # Streams get this long to finish on shutdown before they are cancelled.
 _GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Process:
+    """Everything one aggregator process runs; `serve` starts and stops it."""
+
+    settings: AggregatorSettings
+    core: Core
+    store: Store
+    writer: Writer
+    streams: Streams
+    ingest: Ingest
+    intake: Intake
+    replicas: Replicas
+    cluster: Cluster | None
+    # Loaded from the store, evaluated by `restore` once the ports are open.
+    loaded: list[NodeState]
+    restored: asyncio.Event
+
+    async def restore(self) -> None:
+        """Hash and evaluate the nodes loaded from the store; /readyz says `restored: false`
+        until it is done. Until then some restored nodes lack their recipe and pool."""
+        try:
+            await self.intake.evaluate_restored(self.loaded)
+        except Exception:
+            log.exception("restoring stored nodes failed; /readyz stays 503 until a restart")
+            raise
+        self.restored.set()
+        log.info("state restored", extra={"nodes": len(self.loaded)})
+
+
+async def open_process(settings: AggregatorSettings) -> Process:
+    """Load recipes, open the database (migrating it), load the last known nodes, and build
+    everything that serves them.
+
+    The loaded nodes are neither hashed nor evaluated here: `Process.restore` does that once
+    the caller has opened the ports. A broken recipe file stops start-up (RecipeError):
+    never serve half a catalog.
+    """
+    catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
+    try:
+        store = await asyncio.to_thread(Store, settings.db, replica=settings.replica.name)
+        stored = await asyncio.to_thread(store.load)
+        open_findings, baselines = await asyncio.to_thread(store.load_drift)
+    except StoreError as exc:
+        raise Unavailable(str(exc), hint="check --db and that the database is reachable") from exc
+    s = settings.store
+    writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)
+    state = LiveState()
+    recipes = ResolutionCache(catalog)
+    evaluator = Evaluator(state, recipes, settings.recipes, DriftEngine(catalog.drift, utcnow))
+    # SQLite is one process; on PostgreSQL other replicas may write the same database.
+    shared = make_url(settings.db).get_backend_name() == "postgresql"
+    membership = Membership(settings.replica.name, tailing=shared)
+
+    registry = new_registry(writer)
+    drift_metrics = DriftMetrics(registry, state, evaluator, membership)
+    page = MetricsPage(registry, NodeSeries(state, evaluator, membership))
+
+    intake = Intake(
+        state,
+        writer,
+        evaluator,
+        drift_metrics.count,
+        utcnow,
+        replica=settings.replica.name,
+        write_heartbeats=shared,
+    )
+    loaded = intake.restore(stored, open_findings, baselines)
+    log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})
+    replicas = Replicas(
+        settings.replica,
+        membership,
+        idle_timeout_s=settings.ingest.idle_timeout_s,
+        store=store,
+        state=state,
+        intake=intake,
+        clock=utcnow,
+        loaded=stored,
+    )
+
+    api = _kube_api(settings)
+    cluster = None
+    if api is not None and settings.kubernetes.mode == "auto":
+        cluster = Cluster(
+            api,
+            settings,
+            catalog,
+            intake.cluster_facts,
+            lambda: node_marks(state, evaluator, settings.kubernetes.agent_stale_s, utcnow()),
+            ClusterErrors(registry).count,
+        )
+        LeaderCollector(registry, cluster.is_leader)
+    kube = None
+    if api is not None and settings.validation.kubernetes == "auto":
+        leader = cluster.is_leader if cluster is not None else _always
+        kube = Kube(api, settings.validation.namespace, leader=leader)
+
+    streams = Streams(settings.ingest.outbound_queue_max)
+
+    def baseline_gpus(node: str) -> int | None:
+        base = evaluator.drift.baselines.get(node)
+        return base.gpu_count if base is not None else None
+
+    async def save(run: ValidationRun) -> None:
+        await asyncio.to_thread(store.save_validation, run)
+
+    v = settings.validation
+    validator = Validator(
+        catalog,
+        state,
+        evaluator.resolution,
+        baseline_gpus,
+        streams.send,
+        save,
+        ValidationMetrics(registry).finished,
+        utcnow,
+        max_parallel_nodes=v.max_parallel_nodes,
+        grace_s=v.grace_s,
+        default_deadline_s=v.default_deadline_s,
+        keep_runs=v.keep_runs,
+        kube=kube,
+    )
+    ValidationResults(registry, validator)
+    ingest = Ingest(
+        streams,
+        intake,
+        state,
+        validator,
+        settings.ingest,
+        IngestMetrics(registry),
+        build_authenticator(settings.auth),
+    )
+    restored = asyncio.Event()
+    if not loaded:
+        restored.set()
+    core = Core(
+        settings,
+        state,
+        store,
+        writer,
+        catalog,
+        recipes,
+        evaluator,
+        intake,
+        validator,
+        page,
+        restored,
+        cluster,
+    )
+    return Process(
+        settings, core, store, writer, streams, ingest, intake, replicas, cluster, loaded, restored
+    )
 
 
 class _EmbeddedUvicorn(uvicorn.Server):
@@ -67,14 +254,14 @@ async def serve(settings: AggregatorSettings) -> None:
     """Run until SIGTERM or SIGINT, then close streams, flush writes and stop.
 
     The ports open as soon as the stored nodes are loaded; their evaluation follows in the
-    background (`Core.restore`), and /readyz reports `restored: false` until it is done.
+    background (`Process.restore`), and /readyz reports `restored: false` until it is done.
     """
-    core = await open_core(settings)
+    p = await open_process(settings)
     # Credentials first: a bad tokens file or certificate stops start-up before anything runs.
-    app = create_app(core)
+    app = create_app(p.core)
     credentials = _grpc_credentials(settings.tls)
-    writer_task = asyncio.create_task(core.writer.run(), name="store-writer")
-    tail_task = asyncio.create_task(core.replicas.run(), name="replica-tail")
+    writer_task = asyncio.create_task(p.writer.run(), name="store-writer")
+    tail_task = asyncio.create_task(p.replicas.run(), name="replica-tail")
 
     server = grpc.aio.server(
         options=[
@@ -87,7 +274,7 @@ async def serve(settings: AggregatorSettings) -> None:
             ("grpc.so_reuseport", 0),
         ]
     )
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(core.ingest, server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(p.ingest, server)
     try:
         if credentials is None:
             server.add_insecure_port(settings.grpc_listen)
@@ -100,9 +287,7 @@ async def serve(settings: AggregatorSettings) -> None:
         ) from exc
     await server.start()
     # Nodes, components and the Lease (aggregator/k8s/cluster.py); None for the demo.
-    cluster_task = (
-        asyncio.create_task(core.cluster.run(), name="kubernetes") if core.cluster else None
-    )
+    cluster_task = asyncio.create_task(p.cluster.run(), name="kubernetes") if p.cluster else None
 
     host, port = split_listen(settings.http_listen)
     http = _EmbeddedUvicorn(
@@ -118,7 +303,7 @@ async def serve(settings: AggregatorSettings) -> None:
     )
     http_task = asyncio.create_task(_serve_http(http), name="http")
     # After the ports open: reconnecting agents resync while restored nodes are evaluated.
-    restore_task = asyncio.create_task(core.restore(), name="restore")
+    restore_task = asyncio.create_task(p.restore(), name="restore")
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -146,13 +331,35 @@ async def serve(settings: AggregatorSettings) -> None:
 
     log.info("aggregator stopping")
     await _cancel(cluster_task)  # first: releasing the Lease lets another replica lead at once
-    core.ingest.close_all()
+    p.streams.close_all()
     await server.stop(_GRACE_S)
     http.should_exit = True
     await http_task
-    await core.writer.flush(timeout_s=_GRACE_S * 2)
+    await p.writer.flush(timeout_s=_GRACE_S * 2)
     tail_task.cancel()
     writer_task.cancel()
     await asyncio.gather(tail_task, writer_task, return_exceptions=True)
-    core.store.close()
+    p.store.close()
     log.info("aggregator stopped")
+
+
+def _kube_api(settings: AggregatorSettings) -> ApiClient | None:
+    """The process's Kubernetes client: auth.kubeconfig, else in cluster; None where neither,
+    or where it cannot be configured (logged: the Kubernetes side and checks are off)."""
+    kubeconfig = settings.auth.kubeconfig
+    if kubeconfig is None and not in_cluster():
+        return None  # not in a cluster and no kubeconfig: the demo, a lab
+    try:
+        return api_client(kubeconfig)
+    except Unavailable as exc:
+        log.warning("Kubernetes side disabled", extra={"error": str(exc), "hint": exc.hint})
+        return None
+
+
+def _always() -> bool:
+    return True
+
+
+def _redact(url: str) -> str:
+    """A database URL with its password masked, for logs."""
+    return make_url(url).render_as_string(hide_password=True)

@@ -6,41 +6,15 @@ from datetime import datetime
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel
 
 from plumb.aggregator.api.access import AdminAccess
+from plumb.aggregator.api.models import BaselineOut, FindingOut
 from plumb.aggregator.api.nodes import CoreDep
-from plumb.aggregator.drift import DriftFinding
 
 router = APIRouter(prefix="/v1", tags=["drift"])
 
 KindIn = Literal["recipe", "constraint", "baseline", "pool", "health"]
 SeverityIn = Literal["critical", "warning", "info"]
-
-
-class FindingOut(BaseModel):
-    id: str
-    node: str
-    kind: str
-    component: str
-    expected: str
-    observed: str
-    severity: str
-    remediation: str
-    recipe_hash: str
-    opened_at: datetime
-    closed_at: datetime | None
-
-    @classmethod
-    def of(cls, f: DriftFinding) -> FindingOut:
-        return cls(**{name: getattr(f, name) for name in cls.model_fields})
-
-
-class BaselineOut(BaseModel):
-    node: str
-    accepted_at: datetime
-    gpu_count: int
-    facts: dict[str, dict]
 
 
 @router.get("/drift")
@@ -71,10 +45,4 @@ async def node_drift(name: str, core: CoreDep) -> list[FindingOut]:
 @router.post("/nodes/{name}/baseline", dependencies=[AdminAccess])
 async def accept_baseline(name: str, core: CoreDep) -> BaselineOut:
     """Accept the node's current stack as its baseline; its baseline findings close."""
-    base = core.accept_baseline(name)
-    return BaselineOut(
-        node=name,
-        accepted_at=base.accepted_at,
-        gpu_count=base.gpu_count,
-        facts={p: r.to_json() for p, r in sorted(base.facts.items())},
-    )
+    return BaselineOut.of(name, core.accept_baseline(name))

@@ -7,11 +7,9 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import BaseModel
 
-from plumb import facts as wire
-from plumb.aggregator.core import Core, summary_json
-from plumb.aggregator.state.live import NodeSummary
+from plumb.aggregator.api.models import ChangeOut, NodeDetailOut, NodeOut, SnapshotNodeOut
+from plumb.aggregator.core import Core
 
 router = APIRouter(prefix="/v1", tags=["nodes"])
 
@@ -21,40 +19,6 @@ def get_core(request: Request) -> Core:
 
 
 CoreDep = Annotated[Core, Depends(get_core)]
-
-
-class NodeOut(BaseModel):
-    name: str
-    connected: bool
-    last_report_at: datetime | None
-    driver_version: str | None
-    cuda_driver_version: str | None
-    gpu_count: int
-    gpu_product: str | None
-    kernel: str | None
-    os: str | None
-    # The node's pool (its resolved criteria), NCCL and CUDA runtime versions, and open drift
-    # findings by severity; None / empty until the node's recipe is first resolved.
-    pool: str | None = None
-    nccl_version: str | None = None
-    cuda_runtime_version: str | None = None
-    findings: dict[str, int] = {}
-    drifted: bool = False
-
-
-class NodeDetailOut(NodeOut):
-    boot_id: str | None
-    agent_version: str | None
-    first_seen_at: datetime | None
-    content_hash: str
-    facts: dict[str, Any]
-
-
-class ChangeOut(BaseModel):
-    path: str
-    old: dict[str, Any] | None
-    new: dict[str, Any] | None
-    at: datetime
 
 
 @router.get("/nodes")
@@ -68,22 +32,14 @@ async def list_nodes(
     `pool` keeps one pool (`eks/h100/ubuntu/any/any`); `drifted` keeps nodes with (true)
     or without (false) open drift findings.
     """
-    return [NodeOut(**row) for row in core.node_rows(pool=pool, drifted=drifted)]
+    return [NodeOut.of(o) for o in core.overviews(pool=pool, drifted=drifted)]
 
 
 @router.get("/nodes/{name}")
 async def get_node(name: str, core: CoreDep) -> NodeDetailOut:
     """All of one node's facts, nested, each with its status."""
     node = core.node(name)
-    return NodeDetailOut(
-        **summary_json(NodeSummary.of(node)),
-        **core.overview(node),
-        boot_id=node.boot_id,
-        agent_version=node.agent_version,
-        first_seen_at=node.first_seen_at,
-        content_hash=node.content_hash,
-        facts=wire.nest(node.facts),
-    )
+    return NodeDetailOut.of_node(node, core.overview(node))
 
 
 @router.get("/nodes/{name}/history")
@@ -94,16 +50,7 @@ async def node_history(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> list[ChangeOut]:
     """The node's fact changes, newest first."""
-    entries = await core.history(name, since, limit)
-    return [
-        ChangeOut(
-            path=e.path,
-            old=e.old.to_json() if e.old else None,
-            new=e.new.to_json() if e.new else None,
-            at=e.at,
-        )
-        for e in entries
-    ]
+    return [ChangeOut.of(e) for e in await core.history(name, since, limit)]
 
 
 @router.get("/snapshot", response_model=None)
@@ -120,10 +67,8 @@ async def snapshot(
         docs = core.aicr_snapshots(node)
         text = yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True)
         return Response(text, media_type="application/yaml")
-    body = core.snapshot()
-    if node is not None:
-        core.node(node)
-        body = {"nodes": [n for n in body["nodes"] if n["name"] == node]}
+    nodes = [core.node(node)] if node is not None else core.nodes()
+    body = {"nodes": [SnapshotNodeOut.of_node(n).model_dump(mode="json") for n in nodes]}
     if format == "yaml":
         return Response(yaml.safe_dump(body, sort_keys=False), media_type="application/yaml")
     return body

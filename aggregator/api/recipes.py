@@ -49,13 +49,13 @@ def _resolve(core: Core, request: RecipeRequest) -> Resolution:
     if request.node is not None:
         return core.recipe_for_node(request.node)
     assert request.criteria is not None
-    return core.recipe_for_criteria(request.criteria.criteria())
+    return core.recipes.resolve(request.criteria.criteria())
 
 
 @router.get("/recipe")
 async def get_recipe(core: CoreDep, criteria: Annotated[CriteriaIn, Query()]) -> dict[str, Any]:
     """The recipe for these criteria (no node facts: constraints are not evaluated)."""
-    return core.recipe_for_criteria(criteria.criteria()).to_dict()
+    return core.recipes.resolve(criteria.criteria()).to_dict()
 
 
 @router.post("/recipe")
@@ -83,5 +83,5 @@ class QueryIn(CriteriaIn):
 @router.get("/query")
 async def query(core: CoreDep, q: Annotated[QueryIn, Query()]) -> dict[str, Any]:
     """One value of a recipe, by a dotted selector (`components.NAME.FIELD...`)."""
-    resolution = core.recipe_for_node(q.node) if q.node else core.recipe_for_criteria(q.criteria())
+    resolution = core.recipe_for_node(q.node) if q.node else core.recipes.resolve(q.criteria())
     return {"selector": q.selector, "value": select(resolution.to_dict(), q.selector)}

@@ -42,7 +42,7 @@ class Started(BaseModel):
 @router.post("/validations", status_code=202, dependencies=[AdminAccess])
 async def start_validation(body: ValidationIn, core: CoreDep) -> Started:
     """Start a validation run across the selected nodes; 202 with its id, poll the url."""
-    run = core.start_validation(
+    run = core.validator.start(
         phases=tuple(body.phases),
         nodes=tuple(body.nodes),
         checks=tuple(body.checks),
@@ -60,7 +60,7 @@ async def start_validation(body: ValidationIn, core: CoreDep) -> Started:
 @router.get("/validations")
 async def list_validations(core: CoreDep) -> list[dict]:
     """Recent runs, newest first, with their progress (no per-check results)."""
-    return [run_json(r, results=False) for r in core.validations()]
+    return [run_json(r, results=False) for r in core.validator.recent()]
 
 
 @router.get("/validations/checks")

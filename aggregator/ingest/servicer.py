@@ -7,122 +7,62 @@ when its hash differs. A malformed message, or one that breaks a bound or goes b
 size limit with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
 over four times the limit; those end the stream without reaching this code.
 
-Hello is authenticated (aggregator/ingest/auth.py) before the stream is registered, so an agent
+Hello is authenticated (ingest/auth.py) before the stream is registered, so an agent
 that may not report for a node can neither report for it nor supersede its stream.
 
-Two streams for one node name: the newer one wins and the older is aborted with
-ABORTED. A restarted agent whose old TCP connection is still half-open must not be
-locked out for an idle timeout; two agents fighting over one name show up as
-`plumb_ingest_streams_superseded_total` climbing.
+Transport only: what a message changes in the live state goes through the intake
+(intake/intake.py); errors map to gRPC statuses through `errors.STATUS`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import datetime
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from plumb import facts as wire
-from plumb.aggregator.errors import Forbidden, InvalidInput, Unavailable
+from plumb.aggregator.errors import STATUS, Forbidden, InvalidInput, TooLarge, Unavailable
 from plumb.aggregator.ingest import limits
 from plumb.aggregator.ingest.auth import Authenticator
+from plumb.aggregator.ingest.streams import Session, Streams
+from plumb.aggregator.intake.intake import Intake, StreamStart
 from plumb.aggregator.metrics.collectors import IngestMetrics
 from plumb.aggregator.settings import IngestSettings
-from plumb.aggregator.state.live import LiveState, NodeState
-from plumb.aggregator.store import Change, NodeUpdate, Writer
-from plumb.aggregator.validation.wire import AgentResult, agent_result
+from plumb.aggregator.state.live import LiveState, utcnow
+from plumb.aggregator.validation import Validator
+from plumb.aggregator.validation.wire import agent_result
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-class _Oversized(InvalidInput):
-    """A message over the policy limit (the transport refuses far larger ones itself)."""
-
-
-@dataclass
-class Session:
-    """One open stream."""
-
-    id: str
-    node: str
-    task: asyncio.Task | None
-    boot_id: str | None = None
-    agent_version: str | None = None
-    seq: int = 0
-    has_facts: bool = False
-    awaiting_full: bool = False
-    # Why the aggregator cancelled this stream: "superseded" or "shutdown".
-    ended_by: str | None = None
-    # Messages the aggregator starts (RunChecks), drained by the stream's writer task;
-    # bounded: a full queue refuses the message rather than growing.
-    outbound: asyncio.Queue | None = None
-    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
 class Ingest(agent_pb2_grpc.AgentServiceServicer):
-    """Applies every agent's stream to the live state and queues the changes for the store."""
+    """Reads every agent's stream in order and hands what it says to the intake."""
 
     def __init__(
         self,
+        streams: Streams,
+        intake: Intake,
         state: LiveState,
-        writer: Writer,
+        validator: Validator,
         settings: IngestSettings,
         metrics: IngestMetrics,
         auth: Authenticator,
         clock: Callable[[], datetime] = utcnow,
-        replica: str | None = None,
-        write_heartbeats: bool = False,
     ):
-        self._state = state
-        self._replica = replica  # named as the owner of the nodes streaming here
-        # Only where other replicas read the database do they need each heartbeat's time.
-        self._write_heartbeats = write_heartbeats
+        self._streams = streams
+        self._intake = intake
+        self._state = state  # read only: the held facts a resend or a delta is checked against
+        # CheckResults go to validation, and so does a stream's end (what it owed fails).
+        self._validator = validator
         self._auth = auth
-        self._writer = writer
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        self._sessions: dict[str, Session] = {}
-        # Called with the node after each change of its facts, in the stream's task.
-        self.on_facts: Callable[[NodeState], None] = lambda node: None
-        # Called with (node, result) for each CheckResult, and (node, session id) when a
-        # stream ends, so validation can route results and fail what a closed stream owed.
-        self.on_check_result: Callable[[str, AgentResult], None] = lambda node, result: None
-        self.on_stream_closed: Callable[[str, str], None] = lambda node, session: None
-
-    def send(self, node: str, msg: agent_pb2.ConnectResponse) -> str | None:
-        """Queue `msg` on the node's open stream; the session id, or None (no stream, full)."""
-        session = self._sessions.get(node)
-        if session is None or session.outbound is None:
-            return None
-        try:
-            session.outbound.put_nowait(msg)
-        except asyncio.QueueFull:
-            log.warning("outbound queue full", extra={"node": node})
-            return None
-        return session.id
-
-    @property
-    def connected(self) -> int:
-        return len(self._sessions)
-
-    def close_all(self) -> None:
-        """End every stream now with UNAVAILABLE, so agents reconnect elsewhere at once."""
-        for session in list(self._sessions.values()):
-            session.ended_by = "shutdown"
-            if session.task is not None:
-                session.task.cancel()
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: Session | None = None
@@ -145,7 +85,6 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                     )
                 )
             )
-            session.outbound = asyncio.Queue(maxsize=self._settings.outbound_queue_max)
             drain = asyncio.create_task(self._drain(session, context))
             while (msg := await self._read(context, self._settings.idle_timeout_s)) is not None:
                 reply = self._handle(session, msg)
@@ -153,14 +92,14 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                     async with session.write_lock:
                         await context.write(reply)
         except Forbidden as exc:
-            failure = (grpc.StatusCode.PERMISSION_DENIED, str(exc), "forbidden")
+            failure = (STATUS[exc.code][1], str(exc), "forbidden")
         except Unavailable as exc:
-            failure = (grpc.StatusCode.UNAVAILABLE, str(exc), "auth_unavailable")
-        except _Oversized as exc:
-            failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "oversized")
+            failure = (STATUS[exc.code][1], str(exc), "auth_unavailable")
+        except TooLarge as exc:
+            failure = (STATUS[exc.code][1], str(exc), "oversized")
         except InvalidInput as exc:
             reason = exc.reason if isinstance(exc, limits.Refused) else "invalid_input"
-            failure = (grpc.StatusCode.INVALID_ARGUMENT, str(exc), reason)
+            failure = (STATUS[exc.code][1], str(exc), reason)
         except TimeoutError:
             failure = (grpc.StatusCode.DEADLINE_EXCEEDED, "no message within the timeout", "idle")
         except asyncio.CancelledError:
@@ -192,7 +131,6 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
 
     async def _drain(self, session: Session, context: grpc.aio.ServicerContext) -> None:
         """Write what the aggregator queued for this stream, between replies to reads."""
-        assert session.outbound is not None
         while True:
             msg = await session.outbound.get()
             async with session.write_lock:
@@ -213,7 +151,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._metrics.messages.labels(type=kind).inc()
         self._metrics.received_bytes.inc(size)
         if size > self._settings.max_message_bytes:
-            raise _Oversized(
+            raise TooLarge(
                 f"{kind} message of {size} bytes exceeds the "
                 f"{self._settings.max_message_bytes}-byte limit"
             )
@@ -221,35 +159,22 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
 
     def _open(self, hello: agent_pb2.Hello) -> Session:
         """Register an authenticated stream; a newer stream for the node supersedes the old."""
-        name = hello.node_name
-        old = self._sessions.get(name)
-        if old is not None:
-            old.ended_by = "superseded"
-            if old.task is not None:
-                old.task.cancel()
-            self._metrics.superseded.inc()
-            log.warning("stream superseded", extra={"node": name, "old_session": old.id})
-        session = Session(
-            id=uuid.uuid4().hex,
-            node=name,
-            task=asyncio.current_task(),
-            boot_id=hello.boot_id or None,
-            agent_version=hello.agent_version or None,
+        session, superseded = self._streams.open(
+            hello.node_name, hello.boot_id or None, hello.agent_version or None
         )
-        self._sessions[name] = session
-        log.info("stream opened", extra={"node": name, "agent_version": hello.agent_version})
+        if superseded:
+            self._metrics.superseded.inc()
+        log.info(
+            "stream opened", extra={"node": hello.node_name, "agent_version": hello.agent_version}
+        )
         return session
 
     def _close(self, session: Session) -> None:
-        self.on_stream_closed(session.node, session.id)
-        if self._sessions.get(session.node) is not session:
-            return  # superseded: the newer stream owns the node now
-        del self._sessions[session.node]
-        node = self._state.get(session.node)
-        if node is not None and node.session_id == session.id:
-            node.connected, node.session_id = False, None
-            self._state.changed()
-            self._submit(NodeUpdate(node=session.node, at=self._clock(), connected=False))
+        """The stream ended: whatever it owed fails, and its node is down unless a newer
+        stream has reported since (whichever stream ended last)."""
+        self._validator.stream_closed(session.node, session.id)
+        self._streams.close(session)
+        self._intake.disconnected(session.node, session.id)
         log.info("stream ended", extra={"node": session.node})
 
     def _handle(
@@ -263,7 +188,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if kind == "heartbeat":
             return self._heartbeat(session, msg.heartbeat)
         if kind == "check_result":
-            self.on_check_result(session.node, agent_result(msg.check_result))
+            self._validator.check_result(session.node, agent_result(msg.check_result))
             return None
         raise InvalidInput(f"unexpected message on an open stream: {kind or 'empty'}")
 
@@ -282,8 +207,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 raise limits.malformed("FullFacts", exc) from exc
             if wire.content_hash(flat) != digest:
                 raise InvalidInput("FullFacts content_sha256 does not match its facts")
-        first = not session.has_facts
-        if not self._apply(session, full.seq, flat, digest, first=first):
+        start = None if session.has_facts else _start(session)
+        if not self._intake.report(session.node, full.seq, flat, digest, start):
             return self._store_full(session)
         session.seq, session.has_facts, session.awaiting_full = full.seq, True, False
         return _ack(full.seq)
@@ -304,8 +229,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                     raise wire.FactsError(
                         f"removed path longer than {wire.MAX_PATH_CHARS}", reason="string_too_long"
                     )
-            node = self._state.node(session.node, self._clock())
-            new = wire.apply_delta(node.reported, changed, list(delta.removed))
+            held = self._state.get(session.node)
+            reported = held.reported if held is not None else {}
+            new = wire.apply_delta(reported, changed, list(delta.removed))
         except wire.FactsError as exc:
             raise limits.malformed("FactsDelta", exc) from exc
         if delta.seq != session.seq + 1:
@@ -314,7 +240,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             )
         if wire.content_hash(new) != digest:
             return self._resync(session, "hash_mismatch", "facts differ after applying the delta")
-        if not self._apply(session, delta.seq, new, digest):
+        if not self._intake.report(session.node, delta.seq, new, digest):
             return self._store_full(session)
         session.seq = delta.seq
         return _ack(delta.seq)
@@ -328,18 +254,10 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if not session.has_facts:  # before the node exists: nothing is created for it
             return self._resync(session, "no_full_facts", "a heartbeat arrived before FullFacts")
         digest = limits.digest("Heartbeat", beat.content_sha256)
-        node = self._state.node(session.node, self._clock())
-        if digest != node.content_hash:
+        held = self._state.get(session.node)
+        if held is None or digest != held.content_hash:
             return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
-        node.last_report_at = self._clock()
-        if self._write_heartbeats:
-            # Other replicas judge the node's connection by its last report; a dropped one is
-            # counted by the writer and the next heartbeat makes up for it.
-            self._writer.submit(
-                NodeUpdate(
-                    node=session.node, at=node.last_report_at, last_report_at=node.last_report_at
-                )
-            )
+        self._intake.heartbeat(session.node)
         return None
 
     def _resync(self, session: Session, reason: str, detail: str) -> agent_pb2.ConnectResponse:
@@ -348,102 +266,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         log.info("resync requested", extra={"node": session.node, "reason": detail})
         return agent_pb2.ConnectResponse(resync=agent_pb2.Resync(reason=detail))
 
-    def _apply(
-        self,
-        session: Session,
-        seq: int,
-        new: dict[str, wire.Reading],
-        digest: str,
-        *,
-        first: bool = False,
-    ) -> bool:
-        """Make `new` the node's facts, if the store can take the change; False if not.
-
-        The update is queued before the live state changes, so memory never holds a change
-        the database will not get: a full queue leaves both as they were, for a resync.
-        """
-        now = self._clock()
-        node: NodeState = self._state.node(session.node, now)
-        # A node's very first facts are its starting point, not a change: they go to the facts
-        # table but not to the history, which would otherwise hold every fact of every node.
-        starting = not node.facts
-        merged = self._state.merged(session.node, new)
-        changes = _changes(node.facts, merged)
-        update = NodeUpdate(
-            node=session.node,
-            at=now,
-            changes=changes,
-            last_report_at=now,
-            history=not starting,
-            content_hash=digest,
-        )
-        if first:
-            update = replace(
-                update, connected=True, boot_id=session.boot_id, agent_version=session.agent_version
-            )
-        if not self._writer.submit(update):
-            return False
-        node.facts, node.reported, node.content_hash = merged, new, digest
-        node.reported_verified = True
-        node.seq, node.last_report_at = seq, now
-        if first:
-            node.connected, node.session_id, node.owner = True, session.id, self._replica
-            node.boot_id, node.agent_version = session.boot_id, session.agent_version
-        self._state.changed()
-        if changes:
-            self.on_facts(node)
-        return True
-
-    def set_cluster_facts(
-        self,
-        name: str | None,
-        facts: Mapping[str, wire.Reading] | None,
-        fill: Mapping[str, wire.Reading] | None = None,
-    ) -> None:
-        """Overlay what the cluster says of node `name` (every node when None) on its facts;
-        `fill` facts only where the agent has no reading (LiveState.merged).
-
-        The changes are stored and re-evaluated like an agent's; a node no agent reported yet
-        gets them with its first facts.
-        """
-        self._state.set_cluster_facts(name, facts, fill)
-        nodes = list(self._state.nodes()) if name is None else [self._state.get(name)]
-        for node in nodes:
-            if node is None or not node.facts:
-                continue
-            merged = self._state.merged(node.name, node.reported)
-            changes = _changes(node.facts, merged)
-            if not changes:
-                continue
-            if not self._writer.submit(
-                NodeUpdate(node=node.name, at=self._clock(), changes=changes)
-            ):
-                # Memory keeps what the store has; the next cluster event or report retries.
-                log.warning("store queue full, cluster facts deferred", extra={"node": node.name})
-                continue
-            node.facts = merged
-            self._state.changed()
-            self.on_facts(node)
-
     def _store_full(self, session: Session) -> agent_pb2.ConnectResponse:
         log.warning("store queue full, facts refused", extra={"node": session.node})
         return self._resync(session, "store_full", "the aggregator's write queue is full")
 
-    def _submit(self, update: NodeUpdate) -> None:
-        if not self._writer.submit(update):
-            log.warning("store queue full, update dropped", extra={"node": update.node})
 
-
-def _changes(
-    old: Mapping[str, wire.Reading], new: Mapping[str, wire.Reading]
-) -> tuple[Change, ...]:
-    """The store's change rows from `old` facts to `new`."""
-    if old is new:  # a resend of the facts held, with no cluster overlay: nothing to compare
-        return ()
-    changed, removed = wire.diff(old, new)
-    return tuple(Change(p, old.get(p), r) for p, r in changed.items()) + tuple(
-        Change(p, old[p], None) for p in removed
-    )
+def _start(session: Session) -> StreamStart:
+    return StreamStart(session.id, session.boot_id, session.agent_version)
 
 
 def _bearer(metadata: tuple | None) -> str | None:

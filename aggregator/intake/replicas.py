@@ -26,9 +26,10 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.intake.intake import Intake
 from plumb.aggregator.settings import ReplicaSettings
-from plumb.aggregator.state.live import LiveState, NodeState
+from plumb.aggregator.state.live import LiveState
+from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Store, StoredNode, StoreError
 
 log = logging.getLogger(__name__)
@@ -37,31 +38,31 @@ __all__ = ["Replicas"]
 
 
 class Replicas:
-    """This replica's view of the others: the tail of their node writes, and who exports what.
+    """The tail of the other replicas' node writes, taken in through the intake; keeps
+    `membership` (who is alive, so who exports what) current.
 
-    With `tailing` False (SQLite: one process) nothing is read and this replica exports all.
+    With `membership.tailing` False (SQLite: one process) nothing is read.
     """
 
     def __init__(
         self,
         settings: ReplicaSettings,
+        membership: Membership,
         *,
-        tailing: bool,
         idle_timeout_s: float,
         store: Store,
         state: LiveState,
-        evaluator: Evaluator,
+        intake: Intake,
         clock: Callable[[], datetime],
         loaded: list[StoredNode],
     ) -> None:
         self.name = settings.name
-        self.tailing = tailing
-        self.alive: frozenset[str] = frozenset({self.name})
+        self.membership = membership
         self._settings = settings
         self._idle = timedelta(seconds=idle_timeout_s)
         self._store = store
         self._state = state
-        self._evaluator = evaluator
+        self._intake = intake
         self._clock = clock
         # What this replica holds of each node: the row's changed_at, the content's stamp.
         # The facts were loaded at start; the first poll reads every row for its connection
@@ -71,26 +72,10 @@ class Replicas:
         self._baseline_at = {n.name: n.baseline_changed_at for n in loaded}
         self._cursor: datetime | None = None
 
-    @property
-    def leader(self) -> str:
-        """The first live replica by name: it exports cluster-wide series and orphaned nodes."""
-        return min(self.alive)
-
-    def exports(self, node: NodeState) -> bool:
-        """Whether this replica exports `node`'s series (see the module docstring)."""
-        if not self.tailing:
-            return True
-        owner = node.owner if node.owner in self.alive else None
-        return (owner or self.leader) == self.name
-
-    def exports_cluster(self) -> bool:
-        """Whether this replica exports the cluster-wide series."""
-        return not self.tailing or self.leader == self.name
-
     async def run(self) -> None:
         """Poll until cancelled (at once when not tailing); a failing database is logged and
         retried at the next poll."""
-        if not self.tailing:
+        if not self.membership.tailing:
             return
         while True:
             try:
@@ -104,23 +89,24 @@ class Replicas:
         now = self._clock()
         seen = await asyncio.to_thread(self._store.see_replica, now)
         window = timedelta(seconds=self._settings.alive_s)
-        self.alive = frozenset(n for n, at in seen.items() if now - at <= window) | {self.name}
+        self.membership.alive = frozenset(n for n, at in seen.items() if now - at <= window) | {
+            self.name
+        }
         overlap = timedelta(seconds=self._settings.overlap_s)
         since = None if self._cursor is None else self._cursor - overlap
         rows = await asyncio.to_thread(self._store.changed_nodes, since)
         fresh = [row for row in rows if self._fresh(row)]
         for row in fresh:
-            if row.changed_by != self.name:
-                self._take(row)
+            if row.changed_by != self.name and not self._held(row.name):
+                self._intake.remote_row(row)
         facts_of = [r.name for r in fresh if self._facts_moved(r)]
         baselines_of = [r.name for r in fresh if self._baseline_moved(r)]
         if facts_of or baselines_of:
             await self._reload(fresh, facts_of, baselines_of)
         if since is not None:  # at start the engine holds the stored rows already
             found = await asyncio.to_thread(self._store.findings_opened_since, since)
-            self._evaluator.drift.adopt(found)
-        if self._expire(now) or fresh:
-            self._state.changed()
+            self._intake.adopt(found)
+        self._intake.expire_remote(now, self._idle)
 
     def _fresh(self, row: StoredNode) -> bool:
         """Whether `row` was written since this replica last read it; moves the cursor."""
@@ -147,42 +133,23 @@ class Replicas:
         node = self._state.get(name)
         return node is not None and node.connected and node.owner == self.name
 
-    def _take(self, row: StoredNode) -> None:
-        """Take the connection and identity of a node another replica wrote."""
-        if self._held(row.name):
-            return
-        node = self._state.get(row.name) or self._state.node(row.name, row.first_seen_at)
-        node.owner, node.connected = row.owner, row.connected
-        node.boot_id, node.agent_version = row.boot_id, row.agent_version
-        node.last_report_at = row.last_report_at
-
     async def _reload(
         self, rows: list[StoredNode], facts_of: list[str], baselines_of: list[str]
     ) -> None:
         """Load the facts and baselines that moved and evaluate those nodes."""
         facts, baselines = await asyncio.to_thread(self._store.contents, facts_of, baselines_of)
         for row in rows:
-            node = self._state.get(row.name)
-            if node is None or (row.name not in facts and row.name not in baselines):
+            if row.name not in facts and row.name not in baselines:
                 continue
-            if row.name in facts and not self._held(row.name):
+            held = self._held(row.name)
+            if row.name in facts and not held:
                 self._facts_at[row.name] = row.facts_changed_at
-                # Stored facts may carry the cluster's overlay: `reported` is checked before
-                # a reconnect here relies on it (NodeState.resent_by).
-                node.facts = node.reported = facts[row.name]
-                node.content_hash, node.reported_verified = row.content_hash or "", False
             if row.name in baselines:
                 self._baseline_at[row.name] = row.baseline_changed_at
-                self._evaluator.drift.baselines[row.name] = baselines[row.name]
-            if node.facts:
-                self._evaluator.node_changed(node)
+            self._intake.remote_contents(
+                row.name,
+                facts.get(row.name) if not held else None,
+                row.content_hash,
+                baselines.get(row.name),
+            )
         log.debug("took other replicas' changes", extra={"nodes": len(facts) + len(baselines)})
-
-    def _expire(self, now: datetime) -> bool:
-        """Disconnect remote nodes whose last report is older than the idle timeout."""
-        expired = False
-        for node in self._state.nodes():
-            if node.connected and node.owner != self.name:
-                if node.last_report_at is None or now - node.last_report_at > self._idle:
-                    node.connected, expired = False, True
-        return expired

@@ -7,7 +7,6 @@ Each aggregator builds its own CollectorRegistry, so tests never share one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Info, generate_latest
@@ -21,23 +20,25 @@ from prometheus_client.utils import floatToGoString
 
 from plumb.aggregator import __version__
 from plumb.aggregator.drift import SEVERITIES, Transitions
-from plumb.aggregator.state.live import LiveState, NodeSummary
+from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary
+from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Writer
 
 if TYPE_CHECKING:
-    from plumb.aggregator.drift.evaluation import Evaluator
-    from plumb.aggregator.state.live import NodeState
     from plumb.aggregator.validation import ValidationRun, Validator
 
 __all__ = [
-    "ClusterMetrics",
+    "ClusterErrors",
     "DriftMetrics",
     "IngestMetrics",
-    "Metrics",
+    "LeaderCollector",
+    "MetricsPage",
     "NodeSeries",
+    "StoreCollector",
     "ValidationMetrics",
-    "build_registry",
-    "exposition",
+    "ValidationResults",
+    "new_registry",
 ]
 
 
@@ -99,40 +100,35 @@ class NodeSeries:
         ("plumb_node_recipe_info", "The recipe each node resolves to.", "gauge"),
     )
 
-    def __init__(self, state: LiveState):
+    def __init__(self, state: LiveState, evaluator: Evaluator, membership: Membership):
         self._state = state
-        self._evaluator: Evaluator | None = None
-        self._cache: dict[str, _NodeLines] = {}
-        # Which nodes this process exports: with replicas, one each (aggregator/intake/replicas.py).
-        self.exports: Callable[[NodeState], bool] = lambda node: True
-
-    def watch(self, evaluator: Evaluator) -> None:
-        """Read findings and recipes from `evaluator` from now on."""
         self._evaluator = evaluator
+        # Which nodes this process exports: with replicas, one each.
+        self._membership = membership
+        self._cache: dict[str, _NodeLines] = {}
 
     def render(self) -> bytes:
         """The six node families as text exposition format 0.0.4."""
         ev = self._evaluator
         per_node: dict[str, dict[str, int]] = {}
-        if ev is not None:
-            for f in ev.drift.open_findings():
-                sev = per_node.setdefault(f.node, {})
-                sev[f.severity] = sev.get(f.severity, 0) + 1
+        for f in ev.drift.open_findings():
+            sev = per_node.setdefault(f.node, {})
+            sev[f.severity] = sev.get(f.severity, 0) + 1
         parts: list[list[str]] = [[] for _ in self.FAMILIES]
         info, connected, last, gpus, counts, recipes = parts
         cache: dict[str, _NodeLines] = {}
         for node in self._state.nodes():
-            if not self.exports(node):
+            if not self._membership.exports(node):
                 continue
             lines = self._cache.get(node.name)
             # The hash names the content: a resent FullFacts is a new dict, not new lines.
             facts_key = (node.content_hash or id(node.facts), node.connected)
             if lines is None or lines.facts_key != facts_key:
                 lines = _NodeLines.of(node, facts_key)
-            resolution = ev.resolutions.get(node.name) if ev is not None else None
+            resolution = ev.resolutions.get(node.name)
             found = tuple(per_node.get(node.name, {}).get(s, 0) for s in SEVERITIES)
             if lines.drift_key is None or lines.drift_key != (resolution, found):
-                lines.render_drift(resolution, found, ev is not None)
+                lines.render_drift(resolution, found)
             cache[node.name] = lines
             info.append(lines.info)
             connected.append(lines.connected)
@@ -207,10 +203,8 @@ class _NodeLines:
         )
         return lines
 
-    def render_drift(self, resolution: object, found: tuple[int, ...], evaluating: bool) -> None:
+    def render_drift(self, resolution: object, found: tuple[int, ...]) -> None:
         self.drift_key = (resolution, found)
-        if not evaluating:
-            return
         self.findings = "".join(
             f'plumb_node_findings{{node="{self.name}",severity="{_esc(sev)}"}} '
             f"{floatToGoString(n)}\n"
@@ -276,12 +270,17 @@ def _counter(name: str, doc: str, value: float) -> Metric:
 class DriftMetrics(Collector):
     """Open findings, recipes and pools from the evaluator at scrape; transitions as counted."""
 
-    def __init__(self, registry: CollectorRegistry, state: LiveState):
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        state: LiveState,
+        evaluator: Evaluator,
+        membership: Membership,
+    ):
         self._state = state
-        self._evaluator: Evaluator | None = None
+        self._evaluator = evaluator
         # With replicas, node series and cluster-wide series each come from one replica.
-        self.exports: Callable[[NodeState], bool] = lambda node: True
-        self.exports_cluster: Callable[[], bool] = lambda: True
+        self._membership = membership
         self.transitions = Counter(
             "plumb_drift_transitions",
             "Drift findings opened and closed, by kind, severity and action.",
@@ -290,13 +289,10 @@ class DriftMetrics(Collector):
         )
         registry.register(self)
 
-    def watch(self, evaluator: Evaluator) -> None:
-        """Read findings, recipes and pools from `evaluator` from now on."""
-        self._evaluator = evaluator
-
     def count(self, transitions: Transitions) -> None:
+        """Count what one evaluation opened and closed."""
         node = self._state.get(transitions.node)
-        if node is not None and not self.exports(node):
+        if node is not None and not self._membership.exports(node):
             return  # only its exporter counts it, or replicas evaluating it too would double it
         for action, findings in (("opened", transitions.opened), ("closed", transitions.closed)):
             for f in findings:
@@ -314,22 +310,18 @@ class DriftMetrics(Collector):
             labels=["pool"],
         )
         ev = self._evaluator
-        if ev is not None:
-            for f in ev.drift.open_findings():
-                node = self._state.get(f.node)
-                if node is None or self.exports(node):
-                    drift.add_metric([f.node, f.kind, f.component, f.severity], 1.0)
-            if self.exports_cluster():
-                for pool, n in sorted(ev.pool_driver_versions().items()):
-                    pools.add_metric([pool], n)
+        for f in ev.drift.open_findings():
+            node = self._state.get(f.node)
+            if node is None or self._membership.exports(node):
+                drift.add_metric([f.node, f.kind, f.component, f.severity], 1.0)
+        if self._membership.exports_cluster():
+            for pool, n in sorted(ev.pool_driver_versions().items()):
+                pools.add_metric([pool], n)
         yield from (drift, pools)
 
 
-class ValidationMetrics(Collector):
-    """Runs by result, and each node's last result of each check and benchmark."""
-
-    # plumb_validation_check_status values; skip is left out (nothing was judged).
-    STATUS_VALUE = {"pass": 0, "warn": 1, "fail": 2, "error": 3}
+class ValidationMetrics:
+    """Validation runs finished, by result; counted by the validator."""
 
     def __init__(self, registry: CollectorRegistry):
         self.runs = Counter(
@@ -338,15 +330,20 @@ class ValidationMetrics(Collector):
             ["result"],
             registry=registry,
         )
-        self._validator: Validator | None = None
-        registry.register(self)
-
-    def watch(self, validator: Validator) -> None:
-        self._validator = validator
-        validator.on_finished = self.finished
 
     def finished(self, run: ValidationRun) -> None:
         self.runs.labels(result=run.result or "failed").inc()
+
+
+class ValidationResults(Collector):
+    """Each node's last result of each check and benchmark, read from the validator."""
+
+    # plumb_validation_check_status values; skip is left out (nothing was judged).
+    STATUS_VALUE = {"pass": 0, "warn": 1, "fail": 2, "error": 3}
+
+    def __init__(self, registry: CollectorRegistry, validator: Validator):
+        self._validator = validator
+        registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         status = GaugeMetricFamily(
@@ -364,8 +361,7 @@ class ValidationMetrics(Collector):
             "Last benchmark figure as a fraction of the GPU's catalog peak.",
             labels=["node", "benchmark"],
         )
-        latest = self._validator.latest if self._validator is not None else {}
-        for (node, check), r in sorted(latest.items()):
+        for (node, check), r in sorted(self._validator.latest.items()):
             if r.status in self.STATUS_VALUE:
                 status.add_metric([node, check], self.STATUS_VALUE[r.status])
             if r.value is not None and r.unit:
@@ -377,8 +373,8 @@ class ValidationMetrics(Collector):
         yield ratio
 
 
-class ClusterMetrics(Collector):
-    """The Kubernetes side: whether this replica leads, and its loops' failed rounds."""
+class ClusterErrors:
+    """Failed rounds of the Kubernetes loops, counted by them."""
 
     def __init__(self, registry: CollectorRegistry):
         self.errors = Counter(
@@ -387,15 +383,19 @@ class ClusterMetrics(Collector):
             ["loop"],
             registry=registry,
         )
-        self._is_leader: Callable[[], bool] | None = None
+
+    def count(self, loop: str) -> None:
+        self.errors.labels(loop=loop).inc()
+
+
+class LeaderCollector(Collector):
+    """Whether this replica holds the Lease; only where there is a Kubernetes side."""
+
+    def __init__(self, registry: CollectorRegistry, is_leader: Callable[[], bool]):
+        self._is_leader = is_leader
         registry.register(self)
 
-    def watch(self, is_leader: Callable[[], bool]) -> None:
-        self._is_leader = is_leader
-
     def collect(self) -> Iterator[Metric]:
-        if self._is_leader is None:
-            return  # no Kubernetes side: no leadership to report
         yield GaugeMetricFamily(
             "plumb_leader",
             "1 while this replica holds the Lease and does the cluster-wide work, else 0.",
@@ -403,34 +403,23 @@ class ClusterMetrics(Collector):
         )
 
 
-@dataclass(frozen=True)
-class Metrics:
-    """The instruments other modules count with."""
+class MetricsPage:
+    """The whole /metrics page: the registry's families, then the cached per-node ones."""
 
-    ingest: IngestMetrics
-    drift: DriftMetrics
-    validation: ValidationMetrics
-    nodes: NodeSeries
-    cluster: ClusterMetrics
+    def __init__(self, registry: CollectorRegistry, nodes: NodeSeries):
+        self._registry = registry
+        self._nodes = nodes
+
+    def render(self) -> bytes:
+        return generate_latest(self._registry) + self._nodes.render()
 
 
-def build_registry(state: LiveState, writer: Writer) -> tuple[CollectorRegistry, Metrics]:
-    """A fresh registry with build info, ingest, store and drift series; node series beside it.
+def new_registry(writer: Writer) -> CollectorRegistry:
+    """A fresh registry with the build info and the write path's health.
 
-    The per-node families are not in the registry: `exposition` appends them to its page.
+    The per-node families are not in the registry: NodeSeries renders them beside it.
     """
     registry = CollectorRegistry()
     Info("plumb_build", "Plumb aggregator build.", registry=registry).info({"version": __version__})
     registry.register(StoreCollector(writer))
-    return registry, Metrics(
-        IngestMetrics(registry),
-        DriftMetrics(registry, state),
-        ValidationMetrics(registry),
-        NodeSeries(state),
-        ClusterMetrics(registry),
-    )
-
-
-def exposition(registry: CollectorRegistry, metrics: Metrics) -> bytes:
-    """The whole /metrics page: the registry's families, then the cached per-node ones."""
-    return generate_latest(registry) + metrics.nodes.render()
+    return registry

@@ -1,24 +1,30 @@
 """The live snapshot: every node's current facts and connection, in memory, keyed by name.
 
-Ingest is the only writer (one task per stream, so a node's updates apply in order);
-the API and metrics read it. A node's `facts` are what its agent reported (`reported`, which
-its content hash covers) overlaid with what the cluster says of it (the Node object, the GPU
-stack's workloads), so recipes and drift see both. `generation` increases on every change so
-readers can cache whatever they derive from it.
+The intake (intake/intake.py) is the only writer, in the task of the source that changed
+the node (one per agent stream, so a node's updates apply in order); everything else reads
+it. A node's `facts` are what its agent reported (`reported`, which its content hash covers)
+overlaid with what the cluster says of it (the Node object, the GPU stack's workloads), so
+recipes and drift see both. `generation` increases on every change so readers can cache
+whatever they derive from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from plumb.facts import Reading, content_hash, gpu_count
 
-__all__ = ["LiveState", "NodeState", "NodeSummary"]
+__all__ = ["LiveState", "NodeState", "NodeSummary", "utcnow"]
 
 T = TypeVar("T")
+
+
+def utcnow() -> datetime:
+    """The clock every part of the aggregator reads (tests pass their own)."""
+    return datetime.now(UTC)
 
 
 @dataclass

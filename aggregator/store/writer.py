@@ -69,6 +69,11 @@ class Writer:
         self.healthy = True
 
     @property
+    def has_room(self) -> bool:
+        """Whether ``submit`` would take an update carrying facts now."""
+        return len(self._buffer) < self._queue_max
+
+    @property
     def pending(self) -> int:
         """Updates accepted but not yet written, the batch in flight included."""
         return len(self._buffer)
@@ -78,7 +83,7 @@ class Writer:
 
         An update carrying only drift transitions or a baseline is always queued.
         """
-        if len(self._buffer) >= self._queue_max and not _decided(update):
+        if not self.has_room and not _decided(update):
             self.dropped += 1
             log.debug("write queue full", extra={"node": update.node})
             return False

@@ -62,6 +62,7 @@ class Validator:
         baseline_gpus: Callable[[str], int | None],
         send: Send,
         save: Callable[[ValidationRun], Awaitable[None]],
+        finished: Callable[[ValidationRun], None],
         clock: Callable[[], datetime],
         *,
         max_parallel_nodes: int,
@@ -82,6 +83,7 @@ class Validator:
         self._baseline_gpus = baseline_gpus
         self._send = send
         self._save = save
+        self._finished = finished  # counts the finished run
         self._clock = clock
         self._parallel = asyncio.Semaphore(max_parallel_nodes)
         self._grace_s = grace_s
@@ -92,7 +94,6 @@ class Validator:
         self._tasks: set[asyncio.Task] = set()
         # The last result of each (node, check), for metrics.
         self.latest: dict[tuple[str, str], CheckResult] = {}
-        self.on_finished: Callable[[ValidationRun], None] = lambda run: None
 
     # -- starting and reading runs -----------------------------------------------------------
 
@@ -225,7 +226,7 @@ class Validator:
             run.finished_at = now
             self.latest.update(run.results)
             log.info("validation finished", extra={"run": run.id, "result": run.result})
-            self.on_finished(run)
+            self._finished(run)
         try:
             await self._save(run)
         except Exception as exc:  # the run stays readable from memory; say it was not stored

@@ -1,12 +1,12 @@
 """Routes of the web page: full pages, the fragments the page polls, and its two static files.
 
-Thin like the API: each route asks the Core once and hands plain JSON to `pages`. Only GET:
+Thin like the API: each route asks the Core once and hands the API's own JSON (api/models.py)
+to `pages`. Only GET:
 the page needs read scope and nothing else.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Annotated, Literal
@@ -14,10 +14,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from plumb import facts as wire
-from plumb.aggregator.core import Core, summary_json
+from plumb.aggregator.api.models import ChangeOut, FindingOut, NodeDetailOut, NodeOut
+from plumb.aggregator.core import Core
 from plumb.aggregator.errors import NotFound
-from plumb.aggregator.state.live import NodeSummary
 from plumb.aggregator.web import pages
 
 router = APIRouter(include_in_schema=False)
@@ -37,36 +36,18 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _finding(f: object) -> dict:
-    out = dataclasses.asdict(f)  # type: ignore[call-overload]
-    for key in ("opened_at", "closed_at"):
-        if out[key] is not None:
-            out[key] = out[key].isoformat()
-    return out
-
-
 def _fleet(core: Core, fragment: bool) -> str:
-    rows = core.node_rows()
-    findings = [_finding(f) for f in core.open_findings()]
+    rows = [NodeOut.of(o).model_dump(mode="json") for o in core.overviews()]
+    findings = [FindingOut.of(f).model_dump(mode="json") for f in core.open_findings()]
     return pages.fleet_page(rows, findings, _now(), fragment=fragment)
 
 
 async def _node(core: Core, name: str, fragment: bool) -> str:
     node = core.node(name)
-    detail = {
-        **summary_json(NodeSummary.of(node)),
-        **core.overview(node),
-        "agent_version": node.agent_version,
-        "facts": wire.nest(node.facts),
-    }
-    findings = [_finding(f) for f in core.open_findings(node=name)]
+    detail = NodeDetailOut.of_node(node, core.overview(node)).model_dump(mode="json")
+    findings = [FindingOut.of(f).model_dump(mode="json") for f in core.open_findings(node=name)]
     history = [
-        {
-            "path": h.path,
-            "old": h.old.to_json() if h.old else None,
-            "new": h.new.to_json() if h.new else None,
-            "at": h.at.isoformat(),
-        }
+        ChangeOut.of(h).model_dump(mode="json")
         for h in await core.history(name, limit=_HISTORY_LIMIT)
     ]
     return pages.node_page(detail, findings, history, _now(), fragment=fragment)

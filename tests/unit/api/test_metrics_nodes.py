@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from plumb import facts as wire
 from plumb.aggregator.metrics.collectors import NodeSeries
 from plumb.aggregator.state.live import LiveState
+from plumb.aggregator.state.replicas import Membership
+
+# What NodeSeries reads of the evaluator: no findings, no recipes yet.
+NO_VERDICTS = SimpleNamespace(drift=SimpleNamespace(open_findings=lambda: []), resolutions={})
 
 
 def _facts(driver: str) -> dict[str, wire.Reading]:
@@ -39,7 +44,7 @@ def test_a_scrape_follows_facts_connection_and_report_time():
     state = LiveState()
     node = state.restore("n1", _facts("570.1"))
     node.content_hash = wire.content_hash(node.facts)
-    series = NodeSeries(state)
+    series = NodeSeries(state, NO_VERDICTS, Membership("r1", tailing=False))
     first = _samples(series)
     assert _info(first, "n1")["driver_version"] == "570.1"
     assert first[("plumb_agent_connected", (("node", "n1"),))] == 0.0

@@ -15,7 +15,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from plumb.aggregator.api import create_app
-from plumb.aggregator.core import open_core
+from plumb.aggregator.process import open_process
 from plumb.aggregator.settings import AggregatorSettings
 
 ADMIN, READ = "admin-token-0123456789", "read-token-0123456789"
@@ -31,9 +31,9 @@ async def app(tmp_path: Path) -> AsyncIterator:
         db=f"sqlite:///{tmp_path / 'plumb.db'}",
         api={"tokens_file": tokens, "rate_per_s": 1000, "burst": 1000},
     )
-    core = await open_core(settings)
-    yield create_app(core)
-    core.store.close()
+    process = await open_process(settings)
+    yield create_app(process.core)
+    process.store.close()
 
 
 def _walk(routes, prefix: str = "") -> list[tuple[str, str]]:

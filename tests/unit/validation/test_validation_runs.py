@@ -74,7 +74,15 @@ class Fleet:
         settings = dict(max_parallel_nodes=2, grace_s=0.2, default_deadline_s=5, keep_runs=3)
         settings.update(over)
         self.validator = Validator(
-            catalog, self.state, _no_recipe, lambda n: 8, self.send, save, now, **settings
+            catalog,
+            self.state,
+            _no_recipe,
+            lambda n: 8,
+            self.send,
+            save,
+            _finished,
+            now,
+            **settings,
         )
         return self.validator
 
@@ -83,9 +91,16 @@ def _no_recipe(node):
     raise LookupError("no recipe in this test")
 
 
+# Set when the validator reports a run finished, by run id.
+_FINISHED: dict[str, asyncio.Event] = {}
+
+
+def _finished(run) -> None:
+    _FINISHED.setdefault(run.id, asyncio.Event()).set()
+
+
 async def finish(v: Validator, run_id: str, timeout_s: float = 5):
-    done = asyncio.Event()
-    v.on_finished = lambda run: done.set() if run.id == run_id else None
+    done = _FINISHED.setdefault(run_id, asyncio.Event())
     if v.get(run_id).finished_at is None:
         async with asyncio.timeout(timeout_s):
             await done.wait()

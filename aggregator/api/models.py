@@ -1,0 +1,156 @@
+"""The one JSON shape of each thing the API answers with, built from the core's typed values.
+
+The API returns these; the web page renders their `model_dump(mode="json")`, the same JSON the
+CLI reads over HTTP, so a node, a finding or a change looks the same wherever it is shown.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from plumb import facts as wire
+from plumb.aggregator.core import Overview
+from plumb.aggregator.drift import Baseline, DriftFinding
+from plumb.aggregator.state.live import NodeState, NodeSummary
+from plumb.aggregator.store import HistoryEntry
+
+__all__ = [
+    "BaselineOut",
+    "ChangeOut",
+    "FindingOut",
+    "NodeDetailOut",
+    "NodeOut",
+    "NodeSummaryOut",
+    "SnapshotNodeOut",
+]
+
+
+class NodeSummaryOut(BaseModel):
+    """The few facts shown per node (state's NodeSummary)."""
+
+    name: str
+    connected: bool
+    last_report_at: datetime | None
+    driver_version: str | None
+    cuda_driver_version: str | None
+    gpu_count: int
+    gpu_product: str | None
+    kernel: str | None
+    os: str | None
+
+    @classmethod
+    def of_summary(cls, s: NodeSummary) -> NodeSummaryOut:
+        return cls.model_validate(s, from_attributes=True)
+
+
+class NodeOut(NodeSummaryOut):
+    """A node in lists: its summary, pool, NCCL and CUDA runtime, open findings by severity."""
+
+    # None / empty until the node's recipe is first resolved.
+    pool: str | None = None
+    nccl_version: str | None = None
+    cuda_runtime_version: str | None = None
+    findings: dict[str, int] = {}
+    drifted: bool = False
+
+    @classmethod
+    def of(cls, o: Overview) -> NodeOut:
+        return cls(
+            **NodeSummaryOut.of_summary(o.summary).model_dump(),
+            pool=o.pool,
+            nccl_version=o.nccl_version,
+            cuda_runtime_version=o.cuda_runtime_version,
+            findings=o.findings,
+            drifted=o.drifted,
+        )
+
+
+class NodeDetailOut(NodeOut):
+    """One node: its overview, identity and every fact, nested, each with its status."""
+
+    boot_id: str | None
+    agent_version: str | None
+    first_seen_at: datetime | None
+    content_hash: str
+    facts: dict[str, Any]
+
+    @classmethod
+    def of_node(cls, node: NodeState, o: Overview) -> NodeDetailOut:
+        return cls(
+            **NodeOut.of(o).model_dump(),
+            boot_id=node.boot_id,
+            agent_version=node.agent_version,
+            first_seen_at=node.first_seen_at,
+            content_hash=node.content_hash,
+            facts=wire.nest(node.facts),
+        )
+
+
+class SnapshotNodeOut(NodeSummaryOut):
+    """A node in the cluster snapshot: its summary and nested facts."""
+
+    facts: dict[str, Any]
+
+    @classmethod
+    def of_node(cls, node: NodeState) -> SnapshotNodeOut:
+        summary = NodeSummaryOut.of_summary(NodeSummary.of(node))
+        return cls(**summary.model_dump(), facts=wire.nest(node.facts))
+
+
+class ChangeOut(BaseModel):
+    """One fact change of a node's history."""
+
+    path: str
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+    at: datetime
+
+    @classmethod
+    def of(cls, e: HistoryEntry) -> ChangeOut:
+        return cls(
+            path=e.path,
+            old=e.old.to_json() if e.old else None,
+            new=e.new.to_json() if e.new else None,
+            at=e.at,
+        )
+
+
+class FindingOut(BaseModel):
+    """A drift finding, open or closed."""
+
+    id: str
+    node: str
+    kind: str
+    component: str
+    expected: str
+    observed: str
+    severity: str
+    remediation: str
+    recipe_hash: str
+    opened_at: datetime
+    closed_at: datetime | None
+
+    @classmethod
+    def of(cls, f: DriftFinding) -> FindingOut:
+        return cls(**{name: getattr(f, name) for name in cls.model_fields})
+
+
+class BaselineOut(BaseModel):
+    """A node's accepted baseline."""
+
+    node: str
+    accepted_at: datetime
+    gpu_count: int
+    facts: dict[str, dict]
+
+    @classmethod
+    def of(cls, node: str, base: Baseline) -> BaselineOut:
+        return cls(
+            node=node,
+            accepted_at=base.accepted_at,
+            gpu_count=base.gpu_count,
+            facts={p: r.to_json() for p, r in sorted(base.facts.items())},
+        )

@@ -1,0 +1,306 @@
+"""The one door into the live state: every change of a node's facts, connection or baseline.
+
+Four sources change what the aggregator holds of a node: its agent's stream (ingest), the
+Kubernetes API (the Node object, the GPU stack's workloads), other replicas' writes read back
+from the shared database, and the store at start-up. Each enters here and nowhere else. For
+every change the intake hands the node to the evaluator, gets back the drift transitions it
+decided, and submits the facts and the node's own transitions to the writer as one update,
+so the database never holds a fact change without the verdict it caused (or the reverse).
+
+A change is taken only if the writer has room for it; otherwise memory keeps what the store
+has and the caller asks the agent to resync. Transitions alone are never refused (a resync
+cannot bring them back), see `store/writer.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from plumb.aggregator.drift import Baseline, DriftFinding, Transitions
+from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.state.live import LiveState, NodeState
+from plumb.aggregator.store import Change, NodeUpdate, StoredNode, Writer
+from plumb.facts import Reading, diff
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Intake", "StreamStart"]
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Who opened the stream whose first facts these are."""
+
+    session_id: str
+    boot_id: str | None
+    agent_version: str | None
+
+
+class Intake:
+    """Applies every change of the live state, evaluates it and queues it for the store."""
+
+    def __init__(
+        self,
+        state: LiveState,
+        writer: Writer,
+        evaluator: Evaluator,
+        count: Callable[[Transitions], None],
+        clock: Callable[[], datetime],
+        *,
+        replica: str,
+        write_heartbeats: bool,
+    ):
+        self._state = state
+        self._writer = writer
+        self._evaluator = evaluator
+        self._count = count
+        self._clock = clock
+        self._replica = replica  # named as the owner of the nodes streaming here
+        # Only where other replicas read the database do they need each heartbeat's time.
+        self._write_heartbeats = write_heartbeats
+
+    # -- the agent's stream ------------------------------------------------------------------
+
+    def report(
+        self,
+        name: str,
+        seq: int,
+        reported: dict[str, Reading],
+        digest: str,
+        start: StreamStart | None = None,
+    ) -> bool:
+        """Make `reported` the node's facts (with the cluster's overlay); False, and nothing
+        changed, when the store cannot take the change now. `start` marks the first facts of
+        a stream: the node is connected from then on."""
+        if not self._writer.has_room:
+            return False
+        now = self._clock()
+        node = self._state.node(name, now)
+        # A node's very first facts are its starting point, not a change: they go to the facts
+        # table but not to the history, which would otherwise hold every fact of every node.
+        starting = not node.facts
+        merged = self._state.merged(name, reported)
+        changes = _changes(node.facts, merged)
+        update = NodeUpdate(
+            node=name,
+            at=now,
+            changes=changes,
+            last_report_at=now,
+            history=not starting,
+            content_hash=digest,
+        )
+        if start is not None:
+            update = replace(
+                update, connected=True, boot_id=start.boot_id, agent_version=start.agent_version
+            )
+            node.connected, node.session_id, node.owner = True, start.session_id, self._replica
+            node.boot_id, node.agent_version = start.boot_id, start.agent_version
+        node.facts, node.reported, node.content_hash = merged, reported, digest
+        node.reported_verified = True
+        node.seq, node.last_report_at = seq, now
+        self._commit(node, update, evaluate=bool(changes))
+        return True
+
+    def heartbeat(self, name: str) -> None:
+        """The node's agent is alive; its facts are as held."""
+        node = self._state.get(name)
+        if node is None:
+            return
+        node.last_report_at = self._clock()
+        if self._write_heartbeats:
+            # Other replicas judge the node's connection by its last report; a dropped one is
+            # counted by the writer and the next heartbeat makes up for it.
+            self._writer.submit(
+                NodeUpdate(node=name, at=node.last_report_at, last_report_at=node.last_report_at)
+            )
+
+    def disconnected(self, name: str, session_id: str) -> None:
+        """The stream `session_id` of node `name` ended; the node is down if it was its last."""
+        node = self._state.get(name)
+        if node is None or node.session_id != session_id:
+            return
+        node.connected, node.session_id = False, None
+        self._state.changed()
+        self._submit(NodeUpdate(node=name, at=self._clock(), connected=False))
+
+    # -- the Kubernetes API ------------------------------------------------------------------
+
+    def cluster_facts(
+        self,
+        name: str | None,
+        facts: Mapping[str, Reading] | None,
+        fill: Mapping[str, Reading] | None = None,
+    ) -> None:
+        """Overlay what the cluster says of node `name` (every node when None) on its facts;
+        `fill` facts only where the agent has no reading (LiveState.merged).
+
+        A node no agent reported yet gets them with its first facts.
+        """
+        self._state.set_cluster_facts(name, facts, fill)
+        nodes = list(self._state.nodes()) if name is None else [self._state.get(name)]
+        for node in nodes:
+            if node is None or not node.facts:
+                continue
+            merged = self._state.merged(node.name, node.reported)
+            changes = _changes(node.facts, merged)
+            if not changes:
+                continue
+            if not self._writer.has_room:
+                # Memory keeps what the store has; the next cluster event or report retries.
+                log.warning("store queue full, cluster facts deferred", extra={"node": node.name})
+                continue
+            node.facts = merged
+            self._commit(node, NodeUpdate(node=node.name, at=self._clock(), changes=changes))
+
+    # -- people --------------------------------------------------------------------------------
+
+    def accept_baseline(self, node: NodeState) -> Baseline:
+        """Make the node's current stack its baseline, and close what that settles."""
+        baseline = self._evaluator.drift.accept_baseline(node.name, node.facts)
+        self._commit(node, NodeUpdate(node=node.name, at=self._clock(), baseline=baseline))
+        return baseline
+
+    # -- the store: start-up and other replicas ----------------------------------------------
+
+    def restore(
+        self,
+        stored: Iterable[StoredNode],
+        findings: Iterable[DriftFinding],
+        baselines: Mapping[str, Baseline],
+    ) -> list[NodeState]:
+        """Load the nodes, open findings and baselines the store holds; the nodes count as
+        disconnected until they stream, and are evaluated by `evaluate_restored`."""
+        self._evaluator.drift.restore(findings, baselines)
+        return [
+            self._state.restore(
+                n.name,
+                n.facts,
+                boot_id=n.boot_id,
+                agent_version=n.agent_version,
+                first_seen_at=n.first_seen_at,
+                last_report_at=n.last_report_at,
+                content_hash=n.content_hash or "",
+                owner=n.owner,
+            )
+            for n in stored
+        ]
+
+    async def evaluate_restored(self, nodes: list[NodeState], chunk: int = 100) -> None:
+        """Hash and evaluate restored nodes, `chunk` at a time, yielding to the loop between
+        chunks so agents reconnect meanwhile; findings that still hold keep their times."""
+        for i, node in enumerate(nodes, 1):
+            if node.facts:
+                node.ensure_hash()
+                self._commit(node, None)
+            if i % chunk == 0:
+                await asyncio.sleep(0)
+
+    def remote_row(self, row: StoredNode) -> None:
+        """Take the connection and identity of a node another replica wrote."""
+        node = self._state.get(row.name) or self._state.node(row.name, row.first_seen_at)
+        node.owner, node.connected = row.owner, row.connected
+        node.boot_id, node.agent_version = row.boot_id, row.agent_version
+        node.last_report_at = row.last_report_at
+        self._state.changed()
+
+    def remote_contents(
+        self,
+        name: str,
+        facts: dict[str, Reading] | None,
+        content_hash: str | None,
+        baseline: Baseline | None,
+    ) -> None:
+        """Take the facts and/or baseline another replica stored for the node, and evaluate.
+
+        Stored facts may carry the cluster's overlay: `reported` is checked before a
+        reconnect here relies on it (NodeState.resent_by).
+        """
+        node = self._state.get(name)
+        if node is None:
+            return
+        if facts is not None:
+            node.facts = node.reported = facts
+            node.content_hash, node.reported_verified = content_hash or "", False
+        if baseline is not None:
+            self._evaluator.drift.baselines[name] = baseline
+        self._state.changed()
+        if node.facts:
+            self._commit(node, None)
+
+    def adopt(self, findings: Iterable[DriftFinding]) -> None:
+        """Take the stored copies of findings another replica stored first (ids, times)."""
+        self._evaluator.drift.adopt(findings)
+
+    def expire_remote(self, now: datetime, idle: timedelta) -> None:
+        """Disconnect remote nodes whose last report is older than `idle`."""
+        expired = False
+        for node in self._state.nodes():
+            if node.connected and node.owner != self._replica:
+                if node.last_report_at is None or now - node.last_report_at > idle:
+                    node.connected, expired = False, True
+        if expired:
+            self._state.changed()
+
+    # -- one update per change -----------------------------------------------------------------
+
+    def _commit(self, node: NodeState, update: NodeUpdate | None, *, evaluate: bool = True) -> None:
+        """Evaluate `node` (when asked) and submit `update` with the node's own transitions;
+        other nodes' transitions (its pool mates') follow as their own updates."""
+        self._state.changed()
+        transitions = self._evaluator.node_changed(node) if evaluate else []
+        own = [t for t in transitions if t.node == node.name]
+        if own:
+            update = _with_transitions(update or NodeUpdate(node=node.name, at=self._clock()), own)
+        if update is not None:
+            self._writer.submit(update)  # the caller made sure there is room
+        for t in transitions:
+            if t.node != node.name:
+                self._writer.submit(
+                    NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
+                )
+            self._count(t)
+            _log(t)
+
+    def _submit(self, update: NodeUpdate) -> None:
+        if not self._writer.submit(update):
+            log.warning("store queue full, update dropped", extra={"node": update.node})
+
+
+def _with_transitions(update: NodeUpdate, transitions: list[Transitions]) -> NodeUpdate:
+    baseline = next((t.baseline for t in transitions if t.baseline), None) or update.baseline
+    return replace(
+        update,
+        opened=update.opened + tuple(f for t in transitions for f in t.opened),
+        closed=update.closed + tuple(f for t in transitions for f in t.closed),
+        baseline=baseline,
+    )
+
+
+def _changes(old: Mapping[str, Reading], new: Mapping[str, Reading]) -> tuple[Change, ...]:
+    """The store's change rows from `old` facts to `new`."""
+    if old is new:  # a resend of the facts held, with no cluster overlay: nothing to compare
+        return ()
+    changed, removed = diff(old, new)
+    return tuple(Change(p, old.get(p), r) for p, r in changed.items()) + tuple(
+        Change(p, old[p], None) for p in removed
+    )
+
+
+def _log(t: Transitions) -> None:
+    for f in t.opened:
+        log.info(
+            "drift opened",
+            extra={
+                "node": f.node,
+                "kind": f.kind,
+                "component": f.component,
+                "severity": f.severity,
+                "observed": f.observed,
+            },
+        )
+    for f in t.closed:
+        log.info("drift closed", extra={"node": f.node, "kind": f.kind, "component": f.component})

@@ -1,0 +1,184 @@
+"""The gRPC servicer, driven through a fake stream context: transport rules, statuses mapped
+through `errors.STATUS`, and every state change handed to the intake."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+from test_intake import RecordingWriter, h100, make
+
+from plumb import facts as wire
+from plumb.aggregator.ingest.auth import build_authenticator
+from plumb.aggregator.ingest.servicer import Ingest
+from plumb.aggregator.ingest.streams import Streams
+from plumb.aggregator.metrics.collectors import IngestMetrics
+from plumb.aggregator.settings import AuthSettings, IngestSettings
+from plumb.v1 import agent_pb2
+
+
+class Aborted(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(details)
+        self.code = code
+
+
+class FakeContext:
+    """The ServicerContext surface Connect uses: reads from a queue, records writes."""
+
+    def __init__(self) -> None:
+        self.inbox: asyncio.Queue = asyncio.Queue()
+        self.written: list[agent_pb2.ConnectResponse] = []
+        self.wrote = asyncio.Event()
+
+    async def read(self):
+        return await self.inbox.get()
+
+    async def write(self, msg: agent_pb2.ConnectResponse) -> None:
+        self.written.append(msg)
+        self.wrote.set()
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise Aborted(code, details)
+
+    def invocation_metadata(self) -> tuple:
+        return ()
+
+    async def reply(self, msg: agent_pb2.ConnectRequest) -> agent_pb2.ConnectResponse:
+        """Send `msg` and wait for the next thing written back."""
+        self.wrote.clear()
+        count = len(self.written)
+        await self.inbox.put(msg)
+        async with asyncio.timeout(5):
+            while len(self.written) == count:
+                await self.wrote.wait()
+                self.wrote.clear()
+        return self.written[-1]
+
+
+class Checks:
+    """What the servicer tells validation."""
+
+    def __init__(self) -> None:
+        self.closed: list[tuple[str, str]] = []
+
+    def check_result(self, node, result) -> None:  # not exercised here
+        raise AssertionError("no check results in these tests")
+
+    def stream_closed(self, node: str, session: str) -> None:
+        self.closed.append((node, session))
+
+
+def servicer(settings: IngestSettings | None = None, writer: RecordingWriter | None = None):
+    intake, state, _, writer, _ = make(writer)
+    settings = settings or IngestSettings()
+    checks = Checks()
+    ingest = Ingest(
+        Streams(settings.outbound_queue_max),
+        intake,
+        state,
+        checks,  # type: ignore[arg-type]
+        settings,
+        IngestMetrics(CollectorRegistry()),
+        build_authenticator(AuthSettings()),
+    )
+    return ingest, state, checks, writer
+
+
+def hello(node: str = "gpu-1") -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(
+        hello=agent_pb2.Hello(node_name=node, agent_version="0.1.0", boot_id="b1")
+    )
+
+
+def full(facts: dict[str, wire.Reading], seq: int = 1) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(
+        full_facts=agent_pb2.FullFacts(
+            seq=seq, facts=wire.unflatten(facts), content_sha256=wire.content_digest(facts)
+        )
+    )
+
+
+async def open_stream(ingest: Ingest, ctx: FakeContext) -> asyncio.Task:
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    welcome = await ctx.reply(hello())
+    assert welcome.WhichOneof("message") == "welcome"
+    return task
+
+
+async def end(task: asyncio.Task, ctx: FakeContext) -> None:
+    await ctx.inbox.put(grpc.aio.EOF)
+    await asyncio.wait_for(task, 5)
+
+
+async def test_full_facts_are_acked_and_reach_the_live_state():
+    ingest, state, _, writer = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    ack = await ctx.reply(full(h100()))
+    assert ack.ack.seq == 1
+    node = state.get("gpu-1")
+    assert node is not None and node.connected
+    assert node.value("driver.driver_version") == "580.173.02"
+    await end(task, ctx)
+    assert not state.get("gpu-1").connected  # type: ignore[union-attr]
+
+
+async def test_a_delta_with_a_seq_gap_asks_for_a_resync_and_changes_nothing():
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    new = h100(driver="590.44.01")
+    delta = agent_pb2.ConnectRequest(
+        delta=agent_pb2.FactsDelta(
+            seq=3,
+            changed={"driver.driver_version": wire.to_fact(new["driver.driver_version"])},
+            content_sha256=wire.content_digest(new),
+        )
+    )
+    reply = await ctx.reply(delta)
+    assert reply.WhichOneof("message") == "resync"
+    assert state.get("gpu-1").value("driver.driver_version") == "580.173.02"  # type: ignore
+    await end(task, ctx)
+
+
+async def test_facts_the_store_cannot_take_are_refused_with_a_resync():
+    ingest, state, _, writer = servicer(writer=RecordingWriter(room=False))
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    reply = await ctx.reply(full(h100()))
+    assert reply.WhichOneof("message") == "resync"
+    assert state.get("gpu-1") is None or not state.get("gpu-1").facts  # type: ignore
+    await end(task, ctx)
+
+
+async def test_an_oversized_message_ends_the_stream_with_the_status_of_too_large():
+    ingest, _, _, _ = servicer(IngestSettings(max_message_bytes=4096))
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    facts = h100(gpus=64)
+    for i in range(64):
+        facts[f"gpus[{i}].uuid"] = wire.Reading.ok(f"GPU-{i:08d}-1111-2222-3333-444455556666")
+    big = full(facts)
+    assert big.ByteSize() > 4096
+    await ctx.inbox.put(big)
+    with pytest.raises(Aborted) as info:
+        await asyncio.wait_for(task, 5)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_the_node_is_down_when_its_last_stream_ends_whichever_stream_that_was():
+    ingest, state, checks, _ = servicer()
+    a, b = FakeContext(), FakeContext()
+    task_a = await open_stream(ingest, a)
+    await a.reply(full(h100()))
+    task_b = await open_stream(ingest, b)  # Hello only: supersedes a
+    with pytest.raises(Aborted) as info:
+        await asyncio.wait_for(task_a, 5)
+    assert info.value.code == grpc.StatusCode.ABORTED
+    await end(task_b, b)
+    assert not state.get("gpu-1").connected  # type: ignore[union-attr]
+    assert [node for node, _ in checks.closed] == ["gpu-1", "gpu-1"]

@@ -1,0 +1,170 @@
+"""The intake: the one door into the live state, each change one update with its verdicts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from plumb.aggregator.drift import DriftEngine, Transitions
+from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.intake.intake import Intake, StreamStart
+from plumb.aggregator.recipes import ResolutionCache, load_catalog
+from plumb.aggregator.settings import RecipeSettings
+from plumb.aggregator.state.live import LiveState
+from plumb.aggregator.store import NodeUpdate, StoredNode
+from plumb.facts import Reading, content_hash
+
+CATALOG = load_catalog()
+RECIPE_DRIVER = "580.173.02"  # recipes/overlays: the EKS H100 driver pin
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 29, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+class RecordingWriter:
+    """The writer's surface the intake uses; holds what was submitted."""
+
+    def __init__(self, room: bool = True) -> None:
+        self.has_room = room
+        self.updates: list[NodeUpdate] = []
+
+    def submit(self, update: NodeUpdate) -> bool:
+        self.updates.append(update)
+        return True
+
+
+def h100(driver: str = RECIPE_DRIVER, gpus: int = 2) -> dict[str, Reading]:
+    """An EKS H100 node; with the recipe's driver it matches its recipe."""
+    facts: dict[str, object] = {
+        "host.cloud_provider": "aws",
+        "host.instance_type": "p5.48xlarge",
+        "host.os_id": "ubuntu",
+        "host.os_version_id": "22.04",
+        "host.kernel": "5.15.0-1058-aws",
+        "driver.driver_version": driver,
+        "driver.cuda_driver_version": "13.0",
+    }
+    for i in range(gpus):
+        facts |= {
+            f"gpus[{i}].index": i,
+            f"gpus[{i}].name": "NVIDIA H100 80GB HBM3",
+            f"gpus[{i}].pci_device_id": "0x2330",
+        }
+    return {path: Reading.ok(value) for path, value in facts.items()}  # type: ignore[arg-type]
+
+
+def make(writer: RecordingWriter | None = None):
+    clock = Clock()
+    state = LiveState()
+    evaluator = Evaluator(
+        state, ResolutionCache(CATALOG), RecipeSettings(), DriftEngine(CATALOG.drift, clock)
+    )
+    counted: list[Transitions] = []
+    writer = writer or RecordingWriter()
+    intake = Intake(
+        state, writer, evaluator, counted.append, clock, replica="r1", write_heartbeats=False
+    )
+    return intake, state, evaluator, writer, counted
+
+
+def report(intake: Intake, facts: dict[str, Reading], seq: int, session: str | None = None):
+    start = StreamStart(session, "boot-1", "0.1.0") if session else None
+    return intake.report("gpu-1", seq, facts, content_hash(facts), start)
+
+
+def test_first_facts_connect_the_node_and_are_stored_without_history():
+    intake, state, _, writer, _ = make()
+    assert report(intake, h100(), 1, session="s1")
+    node = state.get("gpu-1")
+    assert node is not None and node.connected and node.session_id == "s1"
+    (update,) = [u for u in writer.updates if u.changes]
+    assert update.connected is True and update.history is False
+    assert {c.path for c in update.changes} == set(h100())
+
+
+def test_a_fact_change_is_one_update_carrying_the_findings_it_opened():
+    intake, _, evaluator, writer, counted = make()
+    report(intake, h100(), 1, session="s1")
+    writer.updates.clear()
+    report(intake, h100(driver="590.44.01"), 2)
+    (update,) = writer.updates
+    assert [c.path for c in update.changes] == ["driver.driver_version"]
+    assert update.history is True
+    opened = {(f.kind, f.component) for f in update.opened}
+    assert ("recipe", "driver") in opened  # the node now differs from its recipe's pin
+    assert {f.id for t in counted for f in t.opened} >= {f.id for f in update.opened}
+    assert {f.id for f in evaluator.drift.open_findings("gpu-1")} >= {f.id for f in update.opened}
+
+
+def test_a_full_write_queue_leaves_the_node_as_it_was():
+    writer = RecordingWriter()
+    intake, state, evaluator, _, _ = make(writer)
+    report(intake, h100(), 1, session="s1")
+    held = state.get("gpu-1").facts  # type: ignore[union-attr]
+    writer.has_room = False
+    writer.updates.clear()
+    assert report(intake, h100(driver="590.44.01"), 2) is False
+    assert state.get("gpu-1").facts is held  # type: ignore[union-attr]
+    assert writer.updates == []
+    assert not any(f.component == "driver" for f in evaluator.drift.open_findings("gpu-1"))
+
+
+def test_a_stream_that_ends_disconnects_the_node_only_if_it_last_reported():
+    intake, state, _, writer, _ = make()
+    report(intake, h100(), 1, session="a")
+    intake.disconnected("gpu-1", "b")  # a newer stream that never sent facts ends first
+    assert state.get("gpu-1").connected  # type: ignore[union-attr]
+    intake.disconnected("gpu-1", "a")
+    assert not state.get("gpu-1").connected  # type: ignore[union-attr]
+    assert writer.updates[-1].connected is False
+
+
+def test_cluster_facts_overlay_the_agents_and_are_evaluated_like_them():
+    intake, state, _, writer, _ = make()
+    report(intake, h100(), 1, session="s1")
+    writer.updates.clear()
+    intake.cluster_facts("gpu-1", {"host.kubelet_version": Reading.ok("v1.33.5-eks-113cf36")})
+    node = state.get("gpu-1")
+    assert node.value("host.kubelet_version") == "v1.33.5-eks-113cf36"  # type: ignore[union-attr]
+    assert "host.kubelet_version" not in node.reported  # type: ignore[union-attr]
+    (update,) = writer.updates
+    assert [c.path for c in update.changes] == ["host.kubelet_version"]
+
+
+def test_accepting_a_baseline_stores_it_and_closes_what_it_settles():
+    intake, state, evaluator, writer, _ = make()
+    report(intake, h100(gpus=2), 1, session="s1")
+    report(intake, h100(gpus=1), 2)
+    assert any(f.kind == "baseline" for f in evaluator.drift.open_findings("gpu-1"))
+    writer.updates.clear()
+    baseline = intake.accept_baseline(state.get("gpu-1"))  # type: ignore[arg-type]
+    assert baseline.gpu_count == 1
+    (update,) = writer.updates
+    assert update.baseline == baseline
+    assert any(f.kind == "baseline" for f in update.closed)
+    assert not any(f.kind == "baseline" for f in evaluator.drift.open_findings("gpu-1"))
+
+
+async def test_restored_nodes_are_disconnected_until_evaluated_then_have_their_findings():
+    intake, state, evaluator, writer, _ = make()
+    stored = StoredNode(
+        name="gpu-1",
+        connected=True,
+        boot_id="boot-1",
+        agent_version="0.1.0",
+        first_seen_at=datetime(2026, 11, 1, tzinfo=UTC),
+        last_report_at=datetime(2026, 11, 28, tzinfo=UTC),
+        facts=h100(driver="590.44.01"),
+    )
+    (node,) = intake.restore([stored], [], {})
+    assert not node.connected and "gpu-1" not in evaluator.resolutions
+    await intake.evaluate_restored([node])
+    assert node.content_hash == content_hash(stored.facts)
+    assert any(f.component == "driver" for f in evaluator.drift.open_findings("gpu-1"))
+    assert all(not u.changes for u in writer.updates)  # restoring stores no fact again
+    assert state.get("gpu-1") is node
