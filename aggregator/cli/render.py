@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from rich.console import Group
 from rich.table import Table
 
+from plumb.aggregator import present
 from plumb.facts import leaves
 
 
@@ -27,18 +28,9 @@ def nodes_table(rows: list[dict]) -> Table:
             r["driver_version"] or "-",
             r["cuda_driver_version"] or "-",
             r["os"] or "-",
-            _age(r["last_report_at"], now),
+            present.age(r["last_report_at"], now),
         )
     return table
-
-
-def _age(stamp: str | None, now: datetime) -> str:
-    if not stamp:
-        return "never"
-    seconds = int((now - datetime.fromisoformat(stamp)).total_seconds())
-    if seconds < 120:
-        return f"{seconds}s ago"
-    return f"{seconds // 60}m ago" if seconds < 7200 else f"{seconds // 3600}h ago"
 
 
 def history_table(rows: list[dict], title: str = "changes, newest first") -> Table:
@@ -125,14 +117,10 @@ def _findings_cell(counts: dict[str, int]) -> str:
     """`1 critical, 2 warning`, coloured by severity; `-` when none is open."""
     parts = [
         f"[{_SEVERITY_STYLE[sev]}]{n} {sev}[/]"
-        for sev in ("critical", "warning", "info")
+        for sev in present.SEVERITIES
         if (n := counts.get(sev, 0))
     ]
     return ", ".join(parts) or "[green]-[/]"
-
-
-def _gpus_cell(count: int, product: str | None) -> str:
-    return f"{count} × {(product or '?').removeprefix('NVIDIA ')}" if count else "-"
 
 
 def fleet_table(rows: list[dict]) -> Table:
@@ -144,11 +132,11 @@ def fleet_table(rows: list[dict]) -> Table:
         table.add_column(col)
     now = _now()
     for r in rows:
-        age = _age(r["last_report_at"], now)
+        age = present.age(r["last_report_at"], now)
         table.add_row(
             r["name"],
             r.get("pool") or "-",
-            _gpus_cell(r["gpu_count"], r["gpu_product"]),
+            present.gpus_text(r["gpu_count"], r["gpu_product"]),
             r["driver_version"] or "-",
             r["cuda_driver_version"] or "-",
             r.get("nccl_version") or "-",
@@ -159,64 +147,26 @@ def fleet_table(rows: list[dict]) -> Table:
 
 
 def _cell(reading: object) -> str:
-    """A fact reading for a table cell: its value, or why there is none."""
-    if not isinstance(reading, dict):
-        return "-"
-    if reading.get("status") != "ok":
-        return f"[dim]{reading.get('status')}[/]"
-    value = reading.get("value")
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
-
-
-# (header, fact key(s)) of the per-GPU table; a pair shows `a/b`.
-_GPU_COLUMNS: list[tuple[str, tuple[str, ...]]] = [
-    ("#", ("index",)),
-    ("PRODUCT", ("name",)),
-    ("UUID", ("uuid",)),
-    ("PCI", ("pci_bus_id",)),
-    ("MEM GiB", ("memory_total_bytes",)),
-    ("TEMP °C", ("temperature_celsius",)),
-    ("ECC", ("ecc_mode_current",)),
-    ("ECC UNCORR", ("ecc_uncorrected_volatile",)),
-    ("MIG", ("mig_mode_current",)),
-    ("PCIE GEN", ("pcie_link_gen_current", "pcie_link_gen_max")),
-    ("PCIE WIDTH", ("pcie_link_width_current", "pcie_link_width_max")),
-    ("NVLINK UP", ("nvlink_links_up", "nvlink_links_total")),
-]
+    """A fact reading for a table cell: its value, or (dim) why there is none."""
+    text, ok = present.reading_text(reading)
+    return text if ok else f"[dim]{text}[/]"
 
 
 def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
-    if keys == ("memory_total_bytes",):
-        r = gpu.get("memory_total_bytes") or {}
-        if r.get("status") == "ok" and isinstance(r.get("value"), int):
-            return f"{r['value'] / 2**30:.0f}"
-    return "/".join(_cell(gpu.get(k)) for k in keys)
+    return "/".join(text if ok else f"[dim]{text}[/]" for text, ok in present.gpu_cell(gpu, keys))
 
 
 def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list:
     """`plumb node NAME`: summary, every fact, per-GPU table, open findings, recent history."""
-    counts = detail.get("findings") or {}
+    styled = {
+        "State": "[green]connected[/]" if detail["connected"] else "[red]disconnected[/]",
+        "Findings": _findings_cell(detail.get("findings") or {}),
+    }
     head = Table(title=f"node {detail['name']}", title_justify="left", show_header=False)
     head.add_column("KEY", style="bold")
     head.add_column("VALUE")
-    age = _age(detail["last_report_at"], _now())
-    for key, value in (
-        ("status", "[green]connected[/]" if detail["connected"] else "[red]disconnected[/]"),
-        ("last report", age),
-        ("pool", detail.get("pool") or "-"),
-        ("GPUs", _gpus_cell(detail["gpu_count"], detail["gpu_product"])),
-        ("driver", detail["driver_version"] or "-"),
-        ("CUDA (driver)", detail["cuda_driver_version"] or "-"),
-        ("CUDA runtime", detail.get("cuda_runtime_version") or "-"),
-        ("NCCL", detail.get("nccl_version") or "-"),
-        ("findings", _findings_cell(counts)),
-        ("agent", detail.get("agent_version") or "-"),
-        ("boot id", detail.get("boot_id") or "-"),
-        ("content hash", (detail.get("content_hash") or "-")[:16]),
-    ):
-        head.add_row(key, value)
+    for key, value in present.summary_rows(detail, _now()):
+        head.add_row(key, styled.get(key, value))
     facts = Table(title="facts", title_justify="left")
     facts.add_column("FACT", no_wrap=True)
     facts.add_column("VALUE")
@@ -224,10 +174,10 @@ def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list
         facts.add_row(path, _cell(reading))
     gpus = detail.get("facts", {}).get("gpus") or []
     gpu_table = Table(title=f"{len(gpus)} GPUs", title_justify="left")
-    for header, _ in _GPU_COLUMNS:
-        gpu_table.add_column(header, no_wrap=header in ("UUID", "PCI"))
+    for header, _ in present.GPU_COLUMNS:
+        gpu_table.add_column(header.upper(), no_wrap=header in ("UUID", "PCI bus"))
     for gpu in gpus:
-        gpu_table.add_row(*(_gpu_cell(gpu, keys) for _, keys in _GPU_COLUMNS))
+        gpu_table.add_row(*(_gpu_cell(gpu, keys) for _, keys in present.GPU_COLUMNS))
     out: list = [head, facts, gpu_table]
     out.append(drift_table(findings) if findings else "[green]no open drift findings[/]")
     out.append(history_table(history, title=f"{len(history)} recent changes, newest first"))
@@ -240,14 +190,8 @@ def watch_view(server: str, rows: list[dict], findings: list[dict], problem: str
     header = f"[bold]plumb watch[/] {server} · {stamp} UTC · Ctrl-C to quit"
     if problem:
         header += f"\n[red]{problem}[/]"
-    ordered = sorted(rows, key=severity_order)
+    ordered = sorted(rows, key=present.severity_order)
     return Group(header, fleet_table(ordered), drift_table(findings))
-
-
-def severity_order(row: dict) -> tuple:
-    """Sort key that puts the most critically drifted nodes first, then by name."""
-    c = row.get("findings") or {}
-    return (-c.get("critical", 0), -c.get("warning", 0), -c.get("info", 0), row["name"])
 
 
 _STATUS_STYLE = {

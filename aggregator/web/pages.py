@@ -8,15 +8,16 @@ Every value from a node passes through `html.escape`: facts are whatever an agen
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from html import escape
 from urllib.parse import quote
 
+from plumb.aggregator import present
+from plumb.aggregator.present import SEVERITIES, age, severity_order
 from plumb.facts import leaves
 
 __all__ = ["fleet_page", "node_page", "not_found_page", "severity_order"]
 
-SEVERITIES = ("critical", "warning", "info")
 REFRESH_MS = 2000  # the page re-fetches its fragment this often; a finding shows within ~2 s
 
 
@@ -24,33 +25,11 @@ def e(value: object) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
-def severity_order(row: dict) -> tuple:
-    """Most critically drifted first, then most warnings, then by name."""
-    c = row.get("findings") or {}
-    return (-c.get("critical", 0), -c.get("warning", 0), -c.get("info", 0), row["name"])
-
-
-def age(stamp: str | datetime | None, now: datetime) -> str:
-    if stamp is None:
-        return "never"
-    at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
-    seconds = max(0, int((now - at).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s ago"
-    return f"{seconds // 60}m ago" if seconds < 7200 else f"{seconds // 3600}h ago"
-
-
-def _clock(stamp: str | datetime) -> str:
-    at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def _state(row: dict) -> str:
     """`critical`, `warning`, `info` (the worst open finding), `down`, or `ok`."""
-    counts = row.get("findings") or {}
-    worst = next((s for s in SEVERITIES if counts.get(s)), None)
-    if worst:
-        return worst
+    found = present.worst(row.get("findings") or {})
+    if found:
+        return found
     return "ok" if row.get("connected") else "down"
 
 
@@ -72,9 +51,7 @@ def _status(row: dict) -> str:
 
 
 def _gpus(row: dict) -> str:
-    if not row.get("gpu_count"):
-        return "-"
-    return f"{row['gpu_count']} × {e((row.get('gpu_product') or '?').removeprefix('NVIDIA '))}"
+    return e(present.gpus_text(row.get("gpu_count") or 0, row.get("gpu_product")))
 
 
 def _link(name: str) -> str:
@@ -95,7 +72,7 @@ def _layout(title: str, body: str, fragment_url: str, now: datetime) -> str:
 <header class="top">
   <a class="brand" href="/">Plumb</a>
   <span class="tagline">live GPU software stack</span>
-  <span id="live" class="live" data-state="static">as of {e(_clock(now))}</span>
+  <span id="live" class="live" data-state="static">as of {e(present.clock(now))}</span>
 </header>
 <main id="content" data-fragment="{e(fragment_url)}" data-refresh-ms="{REFRESH_MS}">
 {body}
@@ -177,7 +154,7 @@ def _findings_list(findings: Iterable[dict], *, with_node: bool) -> str:
         + (f"{_link(f['node'])} · " if with_node else "")
         + f"{e(f['kind'])} · <code>{e(f['component'])}</code>: "
         f"expected <b>{e(f['expected'] or '-')}</b>, observed <b>{e(f['observed'])}</b>"
-        f' <span class="since">since {e(_clock(f["opened_at"]))}</span></div>'
+        f' <span class="since">since {e(present.clock(f["opened_at"]))}</span></div>'
         f'<div class="fix">{e(f["remediation"])}</div></li>'
         for f in findings
     )
@@ -192,41 +169,16 @@ def fleet_page(
     return body if fragment else _layout("Fleet", body, "/ui/fleet", now)
 
 
-# (header, fact keys) of the per-GPU table; two keys show `current/max`.
-_GPU_COLUMNS: list[tuple[str, tuple[str, ...]]] = [
-    ("#", ("index",)),
-    ("Product", ("name",)),
-    ("UUID", ("uuid",)),
-    ("PCI bus", ("pci_bus_id",)),
-    ("Memory", ("memory_total_bytes",)),
-    ("Temp °C", ("temperature_celsius",)),
-    ("ECC", ("ecc_mode_current",)),
-    ("ECC uncorrected", ("ecc_uncorrected_volatile",)),
-    ("MIG", ("mig_mode_current",)),
-    ("PCIe gen", ("pcie_link_gen_current", "pcie_link_gen_max")),
-    ("PCIe width", ("pcie_link_width_current", "pcie_link_width_max")),
-    ("NVLink up", ("nvlink_links_up", "nvlink_links_total")),
-    ("VBIOS", ("vbios_version",)),
-]
+def _text(text: str, ok: bool) -> str:
+    return e(text) if ok else f'<span class="na">{e(text)}</span>'
 
 
 def _reading(reading: object) -> str:
-    if not isinstance(reading, dict):
-        return '<span class="na">-</span>'
-    if reading.get("status") != "ok":
-        return f'<span class="na">{e(reading.get("status"))}</span>'
-    value = reading.get("value")
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return e(value)
+    return _text(*present.reading_text(reading))
 
 
 def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
-    if keys == ("memory_total_bytes",):
-        r = gpu.get("memory_total_bytes") or {}
-        if r.get("status") == "ok" and isinstance(r.get("value"), int):
-            return f"{r['value'] / 2**30:.0f} GiB"
-    return "/".join(_reading(gpu.get(k)) for k in keys)
+    return "/".join(_text(t, ok) for t, ok in present.gpu_cell(gpu, keys))
 
 
 def _value(change: dict | None) -> str:
@@ -254,7 +206,8 @@ def _timeline(history: list[dict]) -> str:
                 for c in changes
             )
         items.append(
-            f'<li class="event"><time datetime="{e(at)}">{e(_clock(at))}</time><ul>{body}</ul></li>'
+            f'<li class="event"><time datetime="{e(at)}">{e(present.clock(at))}</time>'
+            f"<ul>{body}</ul></li>"
         )
     if not items:
         return '<p class="none">No changes stored.</p>'
@@ -264,23 +217,16 @@ def _timeline(history: list[dict]) -> str:
 def _node_body(detail: dict, findings: list[dict], history: list[dict], now: datetime) -> str:
     facts = detail.get("facts") or {}
     gpus = facts.get("gpus") or []
+    styled = {"State": _status(detail), "Findings": _badges(detail.get("findings") or {})}
     summary = [
-        ("State", _status(detail)),
-        ("Last report", e(age(detail["last_report_at"], now))),
-        ("Pool", f"<code>{e(detail.get('pool') or '-')}</code>"),
-        ("GPUs", _gpus(detail)),
-        ("Driver", e(detail["driver_version"] or "-")),
-        ("CUDA (driver)", e(detail["cuda_driver_version"] or "-")),
-        ("CUDA runtime", e(detail.get("cuda_runtime_version") or "-")),
-        ("NCCL", e(detail.get("nccl_version") or "-")),
-        ("Kernel", e(detail.get("kernel") or "-")),
-        ("OS", e(detail.get("os") or "-")),
-        ("Agent", e(detail.get("agent_version") or "-")),
+        (k, styled[k] if k in styled else e(v)) for k, v in present.summary_rows(detail, now)
     ]
     summary_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in summary)
-    gpu_head = "".join(f"<th>{e(h)}</th>" for h, _ in _GPU_COLUMNS)
+    gpu_head = "".join(f"<th>{e(h)}</th>" for h, _ in present.GPU_COLUMNS)
     gpu_rows = "".join(
-        "<tr>" + "".join(f"<td>{_gpu_cell(g, keys)}</td>" for _, keys in _GPU_COLUMNS) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{_gpu_cell(g, keys)}</td>" for _, keys in present.GPU_COLUMNS)
+        + "</tr>"
         for g in gpus
     )
     fact_rows = "".join(

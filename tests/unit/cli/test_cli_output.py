@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import io
 import json
 import os
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 import plumb.aggregator.cli.render as render
@@ -144,7 +146,7 @@ def test_recipe_rejects_a_file_that_is_not_recipe_criteria(api: FakeApi, tmp_pat
 
 
 def test_watch_view_puts_the_most_drifted_nodes_first(api: FakeApi) -> None:
-    rows = API["/v1/nodes"]
-    ordered = sorted(rows, key=render.severity_order)
-    assert ordered[0]["name"] == "node-b"
-    assert [r["name"] for r in ordered[1:]] == ["node-a", "node-c"]
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(render.watch_view("http://plumb", API["/v1/nodes"], [], None))
+    text = console.export_text()
+    assert text.index("node-b") < text.index("node-a") < text.index("node-c")

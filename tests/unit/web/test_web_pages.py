@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from plumb.aggregator.web.pages import fleet_page, node_page, severity_order
+from plumb.aggregator.web.pages import fleet_page, node_page
 
 API = json.loads((Path(__file__).parents[1] / "cli" / "data" / "api.json").read_text())
 NOW = datetime(2026, 7, 1, 3, 0, 0, tzinfo=UTC)
@@ -42,12 +42,3 @@ def test_the_node_page_shows_gpus_findings_and_a_timeline() -> None:
     assert 'data-drifted="true"' in html
     assert "<code>driver.driver_version</code> 580.173.02 → <b>595.45.04</b>" in html
     assert 'data-fragment="/ui/nodes/node-b"' in html
-
-
-def test_severity_order_ranks_critical_then_warning_then_name() -> None:
-    rows = [
-        {"name": "c", "findings": {"warning": 3}},
-        {"name": "b", "findings": {"critical": 1}},
-        {"name": "a", "findings": {}},
-    ]
-    assert [r["name"] for r in sorted(rows, key=severity_order)] == ["b", "c", "a"]
