@@ -76,7 +76,7 @@ class Intake:
         """Make `reported` the node's facts (with the cluster's overlay); False, and nothing
         changed, when the store cannot take the change now. `start` marks the first facts of
         a stream: the node is connected from then on."""
-        if not self._writer.has_room:
+        if not self._writer.room_for(name):
             return False
         now = self._clock()
         node = self._state.node(name, now)
@@ -149,7 +149,7 @@ class Intake:
             changes = _changes(node.facts, merged)
             if not changes:
                 continue
-            if not self._writer.has_room:
+            if not self._writer.room_for(node.name):
                 # Memory keeps what the store has; the next cluster event or report retries.
                 log.warning("store queue full, cluster facts deferred", extra={"node": node.name})
                 continue

@@ -68,10 +68,14 @@ class Writer:
         self.batches = 0
         self.healthy = True
 
-    @property
-    def has_room(self) -> bool:
-        """Whether ``submit`` would take an update carrying facts now."""
-        return len(self._buffer) < self._queue_max
+    def room_for(self, node: str) -> bool:
+        """Whether ``submit`` would take an update of ``node`` carrying facts now; one it
+        would not is counted in ``dropped``, as ``submit`` counts it."""
+        if len(self._buffer) < self._queue_max:
+            return True
+        self.dropped += 1
+        log.debug("write queue full", extra={"node": node})
+        return False
 
     @property
     def pending(self) -> int:
@@ -83,9 +87,7 @@ class Writer:
 
         An update carrying only drift transitions or a baseline is always queued.
         """
-        if not self.has_room and not _decided(update):
-            self.dropped += 1
-            log.debug("write queue full", extra={"node": update.node})
+        if not _decided(update) and not self.room_for(update.node):
             return False
         self._buffer.append(update)
         self._submitted += 1

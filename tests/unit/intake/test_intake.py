@@ -32,6 +32,11 @@ class RecordingWriter:
     def __init__(self, room: bool = True) -> None:
         self.has_room = room
         self.updates: list[NodeUpdate] = []
+        self.dropped = 0
+
+    def room_for(self, node: str) -> bool:
+        self.dropped += not self.has_room
+        return self.has_room
 
     def submit(self, update: NodeUpdate) -> bool:
         self.updates.append(update)
@@ -110,7 +115,7 @@ def test_a_full_write_queue_leaves_the_node_as_it_was():
     writer.updates.clear()
     assert report(intake, h100(driver="590.44.01"), 2) is False
     assert state.get("gpu-1").facts is held  # type: ignore[union-attr]
-    assert writer.updates == []
+    assert writer.updates == [] and writer.dropped == 1
     assert not any(f.component == "driver" for f in evaluator.drift.open_findings("gpu-1"))
 
 
