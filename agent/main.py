@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import pynvml
+import yaml
 from pydantic import ValidationError
 
 from plumb import facts as wire
@@ -24,7 +25,7 @@ from plumb.agent.checks.conformance import pci_scan
 from plumb.agent.collect import Sources, collect_all, real_sources
 from plumb.agent.settings import AgentSettings
 from plumb.agent.simulate.node import Simulation
-from plumb.agent.simulate.profile import ProfileError, read_profile
+from plumb.agent.simulate.profile import ProfileError, profile_data, validate_profile
 from plumb.agent.stream import Collect, Identity, StreamClient
 from plumb.logs import configure_logging
 
@@ -39,7 +40,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--aggregator", metavar="HOST:PORT", help="aggregator gRPC address")
     p.add_argument("--node-name", help="node to report as (default: the host name)")
-    p.add_argument("--simulate", metavar="PROFILE", help="simulate a node: profile name or YAML")
+    p.add_argument(
+        "--simulate",
+        metavar="FILE",
+        help="simulate a node: a profile name or file, an nvidia-smi -q -x capture or a "
+        "mock-NVML config",
+    )
     p.add_argument("--once", action="store_true", help="print the facts as JSON and exit")
     p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between polls")
     p.add_argument("--heartbeat-interval", type=float, metavar="S", help="seconds per heartbeat")
@@ -91,13 +97,15 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
         def collect() -> dict[str, wire.Reading]:
             return collect_all(sim.sources())
 
+        # Every read goes through `sim`, so checks follow the profile as edited, and an invalid
+        # edit leaves them on the last good one, as the facts are.
         ctx = CheckContext(
             collect=collect,
-            nvml=sim.sources().nvml,
+            nvml=lambda: sim.sources().nvml,
             # A simulated host has no PCI bus: it holds what its profile says.
-            pci_gpu_count=lambda: read_profile(sim.profile_path).gpus.count,
+            pci_gpu_count=lambda: sim.profile().gpus.count,
             simulated=True,
-            simulated_figures=lambda: read_profile(sim.profile_path).benchmarks,
+            simulated_figures=lambda: sim.profile().benchmarks,
         )
         return node, collect, ctx
     sources: Sources = real_sources(settings.host_root, tuple(settings.library_dirs))
@@ -107,7 +115,7 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
 
     ctx = CheckContext(
         collect=collect_host,
-        nvml=pynvml,
+        nvml=lambda: pynvml,
         pci_gpu_count=lambda: pci_scan(settings.host_root / "sys"),
     )
     return settings.node_name or socket.gethostname(), collect_host, ctx
@@ -154,7 +162,34 @@ async def run(
     log.info("agent stopped", extra={"node": node})
 
 
+def profile_command(argv: Sequence[str]) -> int:
+    """`plumb-agent profile import FILE`: the Plumb profile equivalent to a capture (or a
+    profile), as YAML on stdout, for users who want to edit one."""
+    p = argparse.ArgumentParser(
+        prog="plumb-agent profile", description="Work with simulated-node profiles."
+    )
+    sub = p.add_subparsers(dest="action", required=True)
+    imp = sub.add_parser(
+        "import",
+        help="print the profile for an nvidia-smi -q -x capture or a mock-NVML config",
+    )
+    imp.add_argument("file", type=Path, help="capture or profile (recognised by content)")
+    args = p.parse_args(argv)
+    try:
+        data = profile_data(args.file)
+        validate_profile(data, args.file)  # print only what --simulate would accept
+    except ProfileError as exc:
+        print(f"plumb-agent: {exc}", file=sys.stderr)
+        return 2
+    print(f"# Imported from {args.file.name} by plumb-agent profile import.")
+    sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["profile"]:
+        return profile_command(argv[1:])
     args = parse_args(argv)
     try:
         settings = build_settings(args)

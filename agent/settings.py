@@ -43,7 +43,8 @@ class AgentSettings(BaseSettings):
     aggregator: str = "plumb-aggregator:7443"
     # Defaults to the host name; the DaemonSet sets it from the downward API (spec.nodeName).
     node_name: str | None = None
-    # A shipped profile name or a YAML path: simulate a GPU node instead of reading this host.
+    # A shipped profile name, a profile path, or a real capture (nvidia-smi -q -x XML, a
+    # mock-NVML config): simulate a GPU node instead of reading this host.
     simulate: str | None = None
     # Where the host's files are: "/" on a bare host, the read-only mount in a container.
     host_root: Path = Path("/")

@@ -51,7 +51,7 @@ async def fleet_run(agents: int, runs: int, workdir: Path) -> dict:
                 figures = FIGURES if i % 2 else {}
                 ctx = CheckContext(
                     collect=lambda facts=facts: facts,
-                    nvml=sources[profile].nvml,
+                    nvml=lambda src=sources[profile]: src.nvml,
                     pci_gpu_count=lambda facts=facts: sum(p.endswith("].uuid") for p in facts),
                     simulated=True,
                     simulated_figures=lambda figures=figures: figures,

@@ -80,7 +80,7 @@ def gpu_count(ctx: CheckContext, params: Params) -> Outcome:
 
 def driver_nvml(ctx: CheckContext, params: Params) -> Outcome:
     """The kernel driver is loaded and NVML initialises and answers."""
-    nvml = ctx.nvml
+    nvml = ctx.nvml()
     try:
         nvml.nvmlInit()
     except Exception as exc:

@@ -35,7 +35,9 @@ class CheckContext:
     """Where checks read the node from: the same sources the fact collectors use."""
 
     collect: Callable[[], dict[str, Reading]]  # the node's flat facts, collected now
-    nvml: Any  # the pynvml module, or a FakeNvml in simulation
+    # The NVML to use now: the pynvml module, or the FakeNvml of the simulated node's current
+    # profile (a new one after each edit), so a check asks once and keeps it for its calls.
+    nvml: Callable[[], Any]
     pci_gpu_count: Callable[[], int | None]  # NVIDIA display/3D controllers on the PCI bus
     simulated: bool = False
     # Simulation only: what the profile says this node's benchmarks measure (check id -> value).

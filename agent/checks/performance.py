@@ -47,7 +47,7 @@ def _preflight(ctx: CheckContext, check_id: str) -> tuple[Outcome | None, int]:
             ),
             0,
         )
-    nvml = ctx.nvml
+    nvml = ctx.nvml()
     try:
         nvml.nvmlInit()
     except Exception as exc:

@@ -29,17 +29,29 @@ class Sources:
     library_version: Callable[[str, Path], str]
     library_dirs: tuple[Path, ...] = ()  # extra dirs (relative to host_root) to search
     node: Mapping[str, Reading] = field(default_factory=dict)  # facts from outside the host
+    # Collectors with nothing to read ("host", "cuda", "nccl"): a replayed capture describes
+    # no host, so every fact they would give is not_supported rather than read from a void.
+    without: frozenset[str] = frozenset()
 
 
 def collect_all(sources: Sources) -> dict[str, Reading]:
     """Canonical flat facts: returns plumb.facts.flatten(plumb.facts.unflatten(raw)) so types are
     normalised (the hash depends on it)."""
     raw: dict[str, Reading] = {}
-    raw.update(host.collect(sources))
-    raw.update(nvml.collect(sources))
-    raw.update(cuda.collect(sources))
-    raw.update(nccl.collect(sources))
+    for name, collector in _COLLECTORS:
+        readings = collector(sources)
+        if name in sources.without:
+            readings = dict.fromkeys(readings, Reading.not_supported())
+        raw.update(readings)
     return _CANONICAL.of(raw)
+
+
+_COLLECTORS = (
+    ("host", host.collect),
+    ("nvml", nvml.collect),
+    ("cuda", cuda.collect),
+    ("nccl", nccl.collect),
+)
 
 
 class _Canonical:

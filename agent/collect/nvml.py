@@ -7,7 +7,9 @@ or one call that fails, costs that field and never the rest.
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +38,11 @@ _ENABLED = pynvml.NVML_FEATURE_ENABLED
 
 class _NotSupported(Exception):
     """A feature NVML has no value for, found by the collector rather than raised by NVML."""
+
+
+# What "this driver or GPU has no such value" looks like: NVML's NotSupported, or a library too
+# old to export the function (GSP, addressing mode, C2C and fabric calls are recent).
+_UNSUPPORTED = (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound, _NotSupported)
 
 
 def collect(sources: Sources) -> dict[str, Reading]:
@@ -114,6 +121,11 @@ def _gpu(nvml: Any, index: int) -> dict[str, Reading]:
         "temperature_celsius": _read(
             lambda: nvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)
         ),
+        "gsp_firmware_version": _read(lambda: nvml.nvmlDeviceGetGspFirmwareVersion(h), _text),
+        "addressing_mode": _read(lambda: nvml.nvmlDeviceGetAddressingMode(h), _addressing_mode),
+        "c2c_mode_enabled": _read(
+            lambda: nvml.nvmlDeviceGetC2cModeInfoV(h), lambda c: bool(c.isC2cEnabled)
+        ),
     }
     pci_bus_id, pci_device_id = _read_many(
         lambda: nvml.nvmlDeviceGetPciInfo(h),
@@ -131,6 +143,14 @@ def _gpu(nvml: Any, index: int) -> dict[str, Reading]:
     links_up, links_total = _read_many(
         lambda: _nvlink(nvml, h), lambda links: links[0], lambda links: links[1]
     )
+    fabric = _read_many(
+        lambda: _fabric(nvml, h),
+        lambda f: _FABRIC_STATES[f.state],
+        lambda f: f.cliqueId,
+        lambda f: str(uuid.UUID(bytes=bytes(f.clusterUuid))),
+        lambda f: _fabric_health(f),
+    )
+    facts |= dict(zip(_FABRIC_FIELDS, fabric, strict=True))
     facts |= {
         "pci_bus_id": pci_bus_id,
         "pci_device_id": pci_device_id,
@@ -175,7 +195,33 @@ _GPU_FIELDS = (
     "clock_sm_max_mhz",
     "clock_memory_max_mhz",
     "temperature_celsius",
+    "gsp_firmware_version",
+    "addressing_mode",
+    "c2c_mode_enabled",
+    "fabric_state",
+    "fabric_clique_id",
+    "fabric_cluster_uuid",
+    "fabric_health",
 )
+_FABRIC_FIELDS = ("fabric_state", "fabric_clique_id", "fabric_cluster_uuid", "fabric_health")
+
+# nvmlDeviceGetGpuFabricInfoV's states and health summaries -> fact values; NOT_SUPPORTED is
+# no fabric at all (every fabric fact not_supported).
+_FABRIC_STATES = {
+    pynvml.NVML_GPU_FABRIC_STATE_NOT_STARTED: "not_started",
+    pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS: "in_progress",
+    pynvml.NVML_GPU_FABRIC_STATE_COMPLETED: "completed",
+}
+_FABRIC_HEALTH = {
+    pynvml.NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY: "healthy",
+    pynvml.NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY: "unhealthy",
+    pynvml.NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY: "limited_capacity",
+}
+_ADDRESSING_MODES = {
+    pynvml.NVML_DEVICE_ADDRESSING_MODE_NONE: "none",
+    pynvml.NVML_DEVICE_ADDRESSING_MODE_HMM: "hmm",
+    pynvml.NVML_DEVICE_ADDRESSING_MODE_ATS: "ats",
+}
 
 
 def _ecc(nvml: Any, handle: Any, counter: int) -> int:
@@ -199,6 +245,32 @@ def _nvlink(nvml: Any, handle: Any) -> tuple[int, int]:
     return up, total
 
 
+def _fabric(nvml: Any, handle: Any) -> Any:
+    """The GPU's fabric info (struct v3, with the health summary; v2 on drivers that predate
+    it); raises _NotSupported where the GPU has no fabric."""
+    info: Any = pynvml.c_nvmlGpuFabricInfo_v3_t()
+    try:
+        nvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+    except pynvml.NVMLError_ArgumentVersionMismatch:
+        info = pynvml.c_nvmlGpuFabricInfoV_t()
+        info.version = pynvml.nvmlGpuFabricInfo_v2
+        nvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+    if info.state not in _FABRIC_STATES:
+        raise _NotSupported
+    return info
+
+
+def _fabric_health(info: Any) -> str:
+    health = _FABRIC_HEALTH.get(getattr(info, "healthSummary", None))
+    if health is None:
+        raise _NotSupported  # a v2 struct, or a GPU that does not summarise its health
+    return health
+
+
+def _addressing_mode(mode: int) -> str:
+    return _ADDRESSING_MODES.get(mode, "unknown")
+
+
 def _read(call: Callable[[], Any], convert: Callable[[Any], Any] = lambda v: v) -> Reading:
     """One fact: the converted result of `call`, or why there is none."""
     return _read_many(call, convert)[0]
@@ -208,11 +280,20 @@ def _read_many(call: Callable[[], Any], *converts: Callable[[Any], Any]) -> list
     """Facts that share one NVML call: each converter's result, or the call's failure for all."""
     try:
         value = call()
-        return [Reading.ok(convert(value)) for convert in converts]
-    except (pynvml.NVMLError_NotSupported, _NotSupported):
+    except _UNSUPPORTED:
         return [Reading.not_supported()] * len(converts)
     except Exception as exc:  # one field's failure must never lose the others
         return [Reading.failed(_message(exc))] * len(converts)
+    return [_convert(convert, value) for convert in converts]
+
+
+def _convert(convert: Callable[[Any], Any], value: Any) -> Reading:
+    try:
+        return Reading.ok(convert(value))
+    except _UNSUPPORTED:
+        return Reading.not_supported()
+    except Exception as exc:  # a bad value in one field must never lose the others
+        return Reading.failed(_message(exc))
 
 
 def _message(exc: BaseException) -> str:

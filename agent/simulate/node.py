@@ -2,7 +2,9 @@
 
 The host side is materialised as files under a work directory (proc, sys, etc, library files),
 so the host, CUDA and NCCL collectors run unchanged; NVML is a FakeNvml. Editing the profile
-file while the agent runs changes the node, which is how demos and tests make facts drift.
+file while the agent runs changes the node, which is how demos and tests make facts drift. The
+file may also be a real capture (`nvidia-smi -q -x`, a mock-NVML config): it has no host, so
+nothing is materialised and the host-side collectors report not_supported.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from plumb.agent.collect import Sources
+from plumb.agent.simulate.capture import NO_HOST
 from plumb.agent.simulate.nvml import FakeNvml
 from plumb.agent.simulate.profile import Profile, ProfileError, profile_path, read_profile
 from plumb.facts import Reading
@@ -34,6 +37,11 @@ class Simulation:
         self._root = Path(workdir) / "host"
         self._stamp = self._file_stamp()
         self._apply(read_profile(self.profile_path))  # the first load must succeed
+
+    def profile(self) -> Profile:
+        """The profile the node follows now (reloaded when the file changed)."""
+        self.sources()
+        return self._profile
 
     def sources(self) -> Sources:
         """Sources for the node as the profile describes it now (reloaded when the file changed;
@@ -62,11 +70,18 @@ class Simulation:
     def _apply(self, profile: Profile) -> None:
         nvml = FakeNvml(profile, self.node_name)  # validates every GPU before touching the root
         self._materialise(profile)
+        if profile.host is None:
+            log.info(
+                "no host in the profile",
+                extra={"profile": str(self.profile_path), "reason": NO_HOST},
+            )
+        self._profile = profile
         self._sources = Sources(
             nvml=nvml,
             host_root=self._root,
             library_version=lambda kind, path: self._library_version(profile, kind, path),
             node=_node_facts(profile),
+            without=frozenset() if profile.host else frozenset({"host", "cuda", "nccl"}),
         )
 
     def _library_version(self, profile: Profile, kind: str, path: Path) -> str:
@@ -80,7 +95,10 @@ class Simulation:
         """Write the host files the collectors read; the old tree goes, so removals show."""
         if self._root.exists():
             shutil.rmtree(self._root)
+        self._root.mkdir(parents=True)
         host, driver = profile.host, profile.driver
+        if host is None:
+            return  # a capture: nothing is known of the host, so nothing is made up
         boot_id = host.boot_id or str(uuid.uuid5(_BOOT_NAMESPACE, self.node_name))
         files = {
             "etc/hostname": self.node_name,
@@ -134,6 +152,8 @@ def _nvrm_banner(profile: Profile) -> str:
 def _node_facts(profile: Profile) -> dict[str, Reading]:
     """What the agent would learn from the Kubernetes Node object: runtime, kubelet, cloud."""
     host = profile.host
+    if host is None:
+        return {}
     facts = {
         "host.container_runtime": host.container_runtime,
         "host.container_runtime_version": host.container_runtime_version,

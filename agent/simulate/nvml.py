@@ -104,7 +104,7 @@ class FakeNvml:
 
     def nvmlSystemGetNVMLVersion(self) -> str:
         self._ready()
-        return self._driver.nvml_version
+        return _supported(self._driver.nvml_version)
 
     def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
         self._ready()
@@ -157,21 +157,21 @@ class FakeNvml:
         )
 
     def nvmlDeviceGetArchitecture(self, device):
-        gpu = self._gpu(device, "nvmlDeviceGetArchitecture")
-        return getattr(pynvml, f"NVML_DEVICE_ARCH_{gpu.architecture.upper()}")
+        arch = _supported(self._gpu(device, "nvmlDeviceGetArchitecture").architecture)
+        return getattr(pynvml, f"NVML_DEVICE_ARCH_{arch.upper()}")
 
     def nvmlDeviceGetCudaComputeCapability(self, handle):
         gpu = self._gpu(handle, "nvmlDeviceGetCudaComputeCapability")
-        major, minor = gpu.compute_capability.split(".")
+        major, minor = _supported(gpu.compute_capability).split(".")
         return (int(major), int(minor))
 
     def nvmlDeviceGetMemoryInfo(self, handle, version=None):
-        total = self._gpu(handle, "nvmlDeviceGetMemoryInfo").memory_total_mib * _MIB
+        total = _supported(self._gpu(handle, "nvmlDeviceGetMemoryInfo").memory_total_mib) * _MIB
         used = min(_USED_MIB * _MIB, total)
         return MemoryInfo(total=total, free=total - used, used=used)
 
     def nvmlDeviceGetVbiosVersion(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetVbiosVersion").vbios_version
+        return _supported(self._gpu(handle, "nvmlDeviceGetVbiosVersion").vbios_version)
 
     def nvmlDeviceGetInforomImageVersion(self, handle):
         return _supported(self._gpu(handle, "nvmlDeviceGetInforomImageVersion").inforom_version)
@@ -200,9 +200,9 @@ class FakeNvml:
         if not ecc.enabled or errorType != pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED:
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if counterType == pynvml.NVML_VOLATILE_ECC:
-            return ecc.uncorrected_volatile
+            return _supported(ecc.uncorrected_volatile)
         if counterType == pynvml.NVML_AGGREGATE_ECC:
-            return ecc.uncorrected_aggregate
+            return _supported(ecc.uncorrected_aggregate)
         raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, device):
@@ -214,16 +214,22 @@ class FakeNvml:
         return (rows.correctable, rows.uncorrectable, int(rows.pending), int(rows.failed))
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetCurrPcieLinkGeneration").pcie.gen_current
+        pcie = _supported(self._gpu(handle, "nvmlDeviceGetCurrPcieLinkGeneration").pcie)
+        return _supported(pcie.gen_current)
 
     def nvmlDeviceGetMaxPcieLinkGeneration(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetMaxPcieLinkGeneration").pcie.gen_max
+        return _supported(
+            _supported(self._gpu(handle, "nvmlDeviceGetMaxPcieLinkGeneration").pcie).gen_max
+        )
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetCurrPcieLinkWidth").pcie.width_current
+        pcie = _supported(self._gpu(handle, "nvmlDeviceGetCurrPcieLinkWidth").pcie)
+        return _supported(pcie.width_current)
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetMaxPcieLinkWidth").pcie.width_max
+        return _supported(
+            _supported(self._gpu(handle, "nvmlDeviceGetMaxPcieLinkWidth").pcie).width_max
+        )
 
     def nvmlDeviceGetNvLinkState(self, device, link):
         nvlink = _supported(self._gpu(device, "nvmlDeviceGetNvLinkState").nvlink)
@@ -232,23 +238,50 @@ class FakeNvml:
         return _state(link < nvlink.links_up)
 
     def nvmlDeviceGetPowerManagementLimit(self, handle):
-        return round(
-            self._gpu(handle, "nvmlDeviceGetPowerManagementLimit").power_limit_watts * 1000
-        )
+        watts = self._gpu(handle, "nvmlDeviceGetPowerManagementLimit").power_limit_watts
+        return round(_supported(watts) * 1000)
 
     def nvmlDeviceGetMaxClockInfo(self, handle, type):
-        clocks = self._gpu(handle, "nvmlDeviceGetMaxClockInfo").clock_max_mhz
+        clocks = _supported(self._gpu(handle, "nvmlDeviceGetMaxClockInfo").clock_max_mhz)
         if type in (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_GRAPHICS):
-            return clocks.sm
+            return _supported(clocks.sm)
         if type == pynvml.NVML_CLOCK_MEM:
-            return clocks.memory
+            return _supported(clocks.memory)
         raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
     def nvmlDeviceGetTemperature(self, handle, sensor):
         gpu = self._gpu(handle, "nvmlDeviceGetTemperature")
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return gpu.temperature_celsius
+        return _supported(gpu.temperature_celsius)
+
+    def nvmlDeviceGetGspFirmwareVersion(self, handle, version=None):
+        gpu = self._gpu(handle, "nvmlDeviceGetGspFirmwareVersion")
+        return _supported(gpu.gsp_firmware_version).encode()  # pynvml gives the C buffer's bytes
+
+    def nvmlDeviceGetAddressingMode(self, device):
+        mode = _supported(self._gpu(device, "nvmlDeviceGetAddressingMode").addressing_mode)
+        return getattr(pynvml, f"NVML_DEVICE_ADDRESSING_MODE_{mode.upper()}")
+
+    def nvmlDeviceGetC2cModeInfoV(self, handle):
+        enabled = _supported(self._gpu(handle, "nvmlDeviceGetC2cModeInfoV").c2c_mode)
+        return pynvml.c_nvmlC2cModeInfo_v1_t(isC2cEnabled=int(enabled))
+
+    def nvmlDeviceGetGpuFabricInfoV(self, device, gpuFabricInfo):
+        """Fills the struct behind `gpuFabricInfo` (a ctypes byref), as NVML does."""
+        fabric = _supported(self._gpu(device, "nvmlDeviceGetGpuFabricInfoV").fabric)
+        info = gpuFabricInfo._obj
+        info.state = getattr(pynvml, f"NVML_GPU_FABRIC_STATE_{fabric.state.upper()}")
+        info.status = pynvml.NVML_SUCCESS
+        info.cliqueId = fabric.clique_id or 0
+        if fabric.cluster_uuid:
+            info.clusterUuid[:] = uuid.UUID(fabric.cluster_uuid).bytes
+        if hasattr(info, "healthSummary"):  # v3 and later
+            info.healthSummary = getattr(
+                pynvml,
+                f"NVML_GPU_FABRIC_HEALTH_SUMMARY_{(fabric.health or 'not_supported').upper()}",
+            )
+        return pynvml.NVML_SUCCESS
 
 
 def _supported(value: T | None) -> T:

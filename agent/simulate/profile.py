@@ -8,6 +8,7 @@ names the field rather than a silently ignored setting.
 
 from __future__ import annotations
 
+import uuid
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
@@ -26,7 +27,18 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["GpuSpec", "Profile", "ProfileError", "load_profile", "shipped_profiles"]
+from plumb.agent.simulate import capture
+
+__all__ = [
+    "GpuSpec",
+    "Profile",
+    "ProfileError",
+    "load_profile",
+    "profile_data",
+    "read_profile",
+    "shipped_profiles",
+    "validate_profile",
+]
 
 
 class ProfileError(Exception):
@@ -55,6 +67,11 @@ def _nvml_function(value: str) -> str:
 def _nvml_error(value: str) -> str:
     if not isinstance(getattr(pynvml, f"NVML_ERROR_{value}", None), int):
         raise ValueError("not an NVML error name (e.g. GPU_IS_LOST, UNKNOWN, TIMEOUT)")
+    return value
+
+
+def _uuid(value: str) -> str:
+    uuid.UUID(value)  # raises ValueError naming the problem
     return value
 
 
@@ -93,9 +110,10 @@ class HostSpec(_Model):
 class DriverSpec(_Model):
     loaded: bool = True  # false: nvmlInit fails with DriverNotLoaded and no module is present
     version: str
-    nvml_version: str
+    nvml_version: str | None  # null: not known (an nvidia-smi capture does not print it)
     cuda_driver_version: Annotated[int, Field(ge=1000)]  # NVML's form: 12040 is CUDA 12.4
-    kernel_module_flavour: Literal["open", "proprietary"]
+    # Host-side facts: materialised as module files, so only meaningful with a `host`.
+    kernel_module_flavour: Literal["open", "proprietary"] | None = None
     fabric_manager_version: str | None = None  # only on NVSwitch systems
 
 
@@ -111,8 +129,8 @@ class MigSpec(_Model):
 
 class EccSpec(_Model):
     enabled: bool = True
-    uncorrected_volatile: NonNegativeInt = 0
-    uncorrected_aggregate: NonNegativeInt = 0
+    uncorrected_volatile: NonNegativeInt | None = 0  # null: the count is not known
+    uncorrected_aggregate: NonNegativeInt | None = 0
 
 
 class RemappedRowsSpec(_Model):
@@ -123,10 +141,10 @@ class RemappedRowsSpec(_Model):
 
 
 class PcieSpec(_Model):
-    gen_current: PositiveInt
-    gen_max: PositiveInt
-    width_current: PositiveInt
-    width_max: PositiveInt
+    gen_current: PositiveInt | None
+    gen_max: PositiveInt | None
+    width_current: PositiveInt | None
+    width_max: PositiveInt | None
 
 
 class NvlinkSpec(_Model):
@@ -141,8 +159,17 @@ class NvlinkSpec(_Model):
 
 
 class ClockSpec(_Model):
-    sm: PositiveInt
-    memory: PositiveInt
+    sm: PositiveInt | None
+    memory: PositiveInt | None
+
+
+class FabricSpec(_Model):
+    """NVLink fabric registration, as nvmlDeviceGetGpuFabricInfoV reports it."""
+
+    state: Literal["not_started", "in_progress", "completed"]
+    clique_id: NonNegativeInt | None = None
+    cluster_uuid: Annotated[str, AfterValidator(_uuid)] | None = None
+    health: Literal["healthy", "unhealthy", "limited_capacity"] | None = None
 
 
 class GpuSpec(_Model):
@@ -150,10 +177,10 @@ class GpuSpec(_Model):
 
     name: str
     pci_device_id: Annotated[int, Field(ge=0, le=0xFFFF)]
-    architecture: Annotated[str, AfterValidator(_architecture)]
-    compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")]
-    memory_total_mib: PositiveInt
-    vbios_version: str
+    architecture: Annotated[str, AfterValidator(_architecture)] | None
+    compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")] | None
+    memory_total_mib: PositiveInt | None
+    vbios_version: str | None
     inforom_version: str | None
     uuid: str | None = None  # derived from node name and index when absent
     pci_bus_id: Annotated[str, Field(pattern=_BUS_ID)] | None = None  # derived when absent
@@ -163,11 +190,15 @@ class GpuSpec(_Model):
     ecc: EccSpec | None = None
     retired_pages_pending: bool | None = False
     remapped_rows: RemappedRowsSpec | None = RemappedRowsSpec()
-    pcie: PcieSpec
+    pcie: PcieSpec | None
     nvlink: NvlinkSpec | None = None
-    power_limit_watts: PositiveFloat
-    clock_max_mhz: ClockSpec
-    temperature_celsius: int
+    power_limit_watts: PositiveFloat | None
+    clock_max_mhz: ClockSpec | None
+    temperature_celsius: int | None
+    gsp_firmware_version: str | None = None
+    addressing_mode: Literal["none", "hmm", "ats"] | None = None
+    c2c_mode: bool | None = None  # null: no NVLink-C2C (NVML says NotSupported)
+    fabric: FabricSpec | None = None
     # NVML calls that fail on this GPU: function name -> NVML error name (NVML_ERROR_<name>).
     errors: dict[
         Annotated[str, AfterValidator(_nvml_function)],
@@ -185,7 +216,7 @@ class Profile(_Model):
     """A simulated node: what its host, driver, libraries and GPUs report."""
 
     description: str
-    host: HostSpec
+    host: HostSpec | None  # null: nothing is known of the host (a replayed capture)
     driver: DriverSpec
     cuda: CudaSpec = CudaSpec()
     nccl: dict[HostPath, str] = {}  # libnccl path -> version ("2.21.5")
@@ -202,6 +233,12 @@ class Profile(_Model):
         ],
         PositiveFloat,
     ] = {}
+
+    @model_validator(mode="after")
+    def _module_files_need_a_flavour(self) -> Profile:
+        if self.host is not None and self.driver.loaded and not self.driver.kernel_module_flavour:
+            raise ValueError("driver.kernel_module_flavour is required with a host")
+        return self
 
     def gpu_spec(self, index: int) -> GpuSpec:
         """GPU `index`: the template with that index's overrides merged in, validated."""
@@ -247,21 +284,50 @@ def load_profile(name_or_path: str) -> Profile:
     return read_profile(profile_path(name_or_path))
 
 
+# The largest file read as a profile or capture: an 8-GPU B200 `nvidia-smi -q -x` is 0.35 MiB,
+# so 8 MiB holds any node's capture with room, and a wrong file fails fast.
+MAX_FILE_BYTES = 8 << 20
+
+
 def read_profile(path: Path) -> Profile:
-    """Load and validate the profile in `path`, GPU overrides included; raises ProfileError."""
+    """Load and validate the profile in `path`, GPU overrides included; raises ProfileError.
+
+    The file is a Plumb profile, an `nvidia-smi -q -x` capture or a mock-NVML config, told
+    apart by content (see `profile_data`)."""
+    return validate_profile(profile_data(path), path)
+
+
+def profile_data(path: Path) -> dict[str, Any]:
+    """The profile data in `path`: a profile's YAML as written, or a capture imported."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ProfileError(
-            f"profile {path}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
-        ) from exc
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ProfileError(
             f"profile {path}: cannot read ({exc.strerror or exc}); "
             f"shipped profiles are {', '.join(shipped_profiles())}"
         ) from exc
+    if len(raw) > MAX_FILE_BYTES:
+        raise ProfileError(
+            f"profile {path}: larger than {MAX_FILE_BYTES >> 20} MiB; not a profile or capture"
+        )
+    try:
+        if capture.is_xml(raw):
+            return capture.from_nvidia_smi_xml(raw)
+        data = yaml.safe_load(raw.decode("utf-8"))
+        return capture.from_mock_nvml(data) if capture.is_mock_nvml(data) else data
+    except UnicodeDecodeError as exc:
+        raise ProfileError(
+            f"profile {path}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
+        ) from exc
     except yaml.YAMLError as exc:
         raise ProfileError(f"profile {path}: invalid YAML: {exc}") from exc
+    except capture.CaptureError as exc:
+        raise ProfileError(f"capture {path}: {exc}") from exc
+
+
+def validate_profile(data: Any, path: Path) -> Profile:
+    """`data` as a Profile, every GPU's merged spec checked; raises ProfileError naming `path`."""
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:

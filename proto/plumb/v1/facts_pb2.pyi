@@ -151,7 +151,7 @@ class NcclFacts(_message.Message):
     def __init__(self, libraries: _Optional[_Iterable[_Union[NcclLibrary, _Mapping]]] = ...) -> None: ...
 
 class GpuFacts(_message.Message):
-    __slots__ = ("index", "uuid", "name", "pci_bus_id", "pci_device_id", "architecture", "compute_capability", "memory_total_bytes", "vbios_version", "inforom_version", "serial", "persistence_mode", "mig_mode_current", "mig_mode_pending", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failed", "pcie_link_gen_current", "pcie_link_gen_max", "pcie_link_width_current", "pcie_link_width_max", "nvlink_links_up", "nvlink_links_total", "power_limit_watts", "clock_sm_max_mhz", "clock_memory_max_mhz", "temperature_celsius")
+    __slots__ = ("index", "uuid", "name", "pci_bus_id", "pci_device_id", "architecture", "compute_capability", "memory_total_bytes", "vbios_version", "inforom_version", "serial", "persistence_mode", "mig_mode_current", "mig_mode_pending", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failed", "pcie_link_gen_current", "pcie_link_gen_max", "pcie_link_width_current", "pcie_link_width_max", "nvlink_links_up", "nvlink_links_total", "power_limit_watts", "clock_sm_max_mhz", "clock_memory_max_mhz", "temperature_celsius", "gsp_firmware_version", "addressing_mode", "c2c_mode_enabled", "fabric_state", "fabric_clique_id", "fabric_cluster_uuid", "fabric_health")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     UUID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +182,13 @@ class GpuFacts(_message.Message):
     CLOCK_SM_MAX_MHZ_FIELD_NUMBER: _ClassVar[int]
     CLOCK_MEMORY_MAX_MHZ_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_CELSIUS_FIELD_NUMBER: _ClassVar[int]
+    GSP_FIRMWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSING_MODE_FIELD_NUMBER: _ClassVar[int]
+    C2C_MODE_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_STATE_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_CLIQUE_ID_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_CLUSTER_UUID_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_HEALTH_FIELD_NUMBER: _ClassVar[int]
     index: Int64Fact
     uuid: StringFact
     name: StringFact
@@ -212,7 +219,14 @@ class GpuFacts(_message.Message):
     clock_sm_max_mhz: Int64Fact
     clock_memory_max_mhz: Int64Fact
     temperature_celsius: Int64Fact
-    def __init__(self, index: _Optional[_Union[Int64Fact, _Mapping]] = ..., uuid: _Optional[_Union[StringFact, _Mapping]] = ..., name: _Optional[_Union[StringFact, _Mapping]] = ..., pci_bus_id: _Optional[_Union[StringFact, _Mapping]] = ..., pci_device_id: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., compute_capability: _Optional[_Union[StringFact, _Mapping]] = ..., memory_total_bytes: _Optional[_Union[Int64Fact, _Mapping]] = ..., vbios_version: _Optional[_Union[StringFact, _Mapping]] = ..., inforom_version: _Optional[_Union[StringFact, _Mapping]] = ..., serial: _Optional[_Union[StringFact, _Mapping]] = ..., persistence_mode: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_pending: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_uncorrected_volatile: _Optional[_Union[Int64Fact, _Mapping]] = ..., ecc_uncorrected_aggregate: _Optional[_Union[Int64Fact, _Mapping]] = ..., retired_pages_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_failed: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_up: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_total: _Optional[_Union[Int64Fact, _Mapping]] = ..., power_limit_watts: _Optional[_Union[DoubleFact, _Mapping]] = ..., clock_sm_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., clock_memory_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., temperature_celsius: _Optional[_Union[Int64Fact, _Mapping]] = ...) -> None: ...
+    gsp_firmware_version: StringFact
+    addressing_mode: StringFact
+    c2c_mode_enabled: BoolFact
+    fabric_state: StringFact
+    fabric_clique_id: Int64Fact
+    fabric_cluster_uuid: StringFact
+    fabric_health: StringFact
+    def __init__(self, index: _Optional[_Union[Int64Fact, _Mapping]] = ..., uuid: _Optional[_Union[StringFact, _Mapping]] = ..., name: _Optional[_Union[StringFact, _Mapping]] = ..., pci_bus_id: _Optional[_Union[StringFact, _Mapping]] = ..., pci_device_id: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., compute_capability: _Optional[_Union[StringFact, _Mapping]] = ..., memory_total_bytes: _Optional[_Union[Int64Fact, _Mapping]] = ..., vbios_version: _Optional[_Union[StringFact, _Mapping]] = ..., inforom_version: _Optional[_Union[StringFact, _Mapping]] = ..., serial: _Optional[_Union[StringFact, _Mapping]] = ..., persistence_mode: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_pending: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_uncorrected_volatile: _Optional[_Union[Int64Fact, _Mapping]] = ..., ecc_uncorrected_aggregate: _Optional[_Union[Int64Fact, _Mapping]] = ..., retired_pages_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_failed: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_up: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_total: _Optional[_Union[Int64Fact, _Mapping]] = ..., power_limit_watts: _Optional[_Union[DoubleFact, _Mapping]] = ..., clock_sm_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., clock_memory_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., temperature_celsius: _Optional[_Union[Int64Fact, _Mapping]] = ..., gsp_firmware_version: _Optional[_Union[StringFact, _Mapping]] = ..., addressing_mode: _Optional[_Union[StringFact, _Mapping]] = ..., c2c_mode_enabled: _Optional[_Union[BoolFact, _Mapping]] = ..., fabric_state: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_clique_id: _Optional[_Union[Int64Fact, _Mapping]] = ..., fabric_cluster_uuid: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_health: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
 
 class NodeFacts(_message.Message):
     __slots__ = ("host", "driver", "cuda", "nccl", "gpus")

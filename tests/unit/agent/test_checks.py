@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import threading
 import time
@@ -10,17 +11,21 @@ import types
 from dataclasses import replace
 from pathlib import Path
 
+import yaml
+
 from plumb.agent.checks import CHECKS, CheckContext, CheckRunner, Outcome
 from plumb.agent.checks.conformance import CONFORMANCE, pci_scan
 from plumb.agent.checks.params import PARAMS, refused
 from plumb.agent.checks.performance import PERFORMANCE
 from plumb.agent.collect import collect_all
+from plumb.agent.main import make_node
+from plumb.agent.settings import AgentSettings
 
 
 def context(sim, **over) -> CheckContext:
     ctx = CheckContext(
         collect=lambda: collect_all(sim.sources()),
-        nvml=sim.sources().nvml,
+        nvml=lambda: sim.sources().nvml,
         pci_gpu_count=lambda: len([p for p in collect_all(sim.sources()) if p.endswith("].uuid")]),
     )
     return replace(ctx, **over)
@@ -94,6 +99,36 @@ def test_no_driver_fails_driver_nvml_with_nvmls_reason(simulate, profile_copy):
     assert out.status == "fail" and "NVML does not start" in out.message
 
 
+def test_checks_of_a_simulated_node_follow_its_edited_profile(profile_copy, write_yaml, tmp_path):
+    # The agent's own wiring: before, driver-nvml kept the FakeNvml of the profile at start.
+    path = profile_copy("dgx-h100")
+    settings = AgentSettings(simulate=str(path), node_name="n", sim_workdir=tmp_path / "work")
+    _, _, ctx = make_node(settings)
+    assert run("driver-nvml", ctx).details["driver_version"] == "580.173.02"
+
+    data = yaml.safe_load(path.read_text())
+    data["driver"]["version"] = "570.86.15"
+    data["gpus"]["count"] = 4
+    write_yaml(path, data)
+
+    out = run("driver-nvml", ctx)
+    assert out.details == {"driver_version": "570.86.15", "gpus": "4"}
+    assert run("gpu-count", ctx).details == {"nvml": "4", "pci": "4"}
+
+
+def test_checks_of_a_replayed_capture_follow_its_edits(tmp_path):
+    path = tmp_path / "l40s.xml"
+    shutil.copy(Path(__file__).parents[2] / "data/real/qx-l40s.xml", path)
+    settings = AgentSettings(simulate=str(path), node_name="n", sim_workdir=tmp_path / "work")
+    _, _, ctx = make_node(settings)
+    assert run("driver-nvml", ctx).details["driver_version"] == "595.91.07"
+
+    path.write_text(
+        path.read_text().replace(">595.91.07</driver_version>", ">580.95.05</driver_version>")
+    )
+    assert run("driver-nvml", ctx).details["driver_version"] == "580.95.05"
+
+
 def test_xid_is_skipped_because_the_agent_collects_none(simulate):
     out = run("xid", context(simulate("l4")))
     assert out.status == "skip" and "not collected" in out.message
@@ -141,7 +176,7 @@ class _BusyNvml:
 
 
 def _ctx(nvml) -> CheckContext:
-    return CheckContext(collect=dict, nvml=nvml, pci_gpu_count=lambda: None)
+    return CheckContext(collect=dict, nvml=lambda: nvml, pci_gpu_count=lambda: None)
 
 
 def test_benchmarks_skip_as_busy_when_a_gpu_runs_a_process():

@@ -103,6 +103,14 @@ def test_rtx_4090_lacks_only_the_datacenter_features(simulate, gpu_fields):
         "ecc_uncorrected_aggregate",
         "nvlink_links_up",
         "nvlink_links_total",
+        "c2c_mode_enabled",
+        "fabric_state",
+        "fabric_clique_id",
+        "fabric_cluster_uuid",
+        "fabric_health",
+        # Not set in the profile, so NotSupported: never a made-up value.
+        "gsp_firmware_version",
+        "addressing_mode",
     }
 
     assert {name for name, r in gpu.items() if r.status == "not_supported"} == unsupported
