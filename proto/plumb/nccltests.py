@@ -24,7 +24,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["NcclNode", "NcclRow", "NcclRun", "Status", "parse", "parse_json", "parse_text"]
+__all__ = [
+    "NcclNode",
+    "NcclRow",
+    "NcclRun",
+    "Status",
+    "parse",
+    "parse_json",
+    "parse_text",
+    "summary",
+]
 
 Status = Literal["ok", "failed", "incomplete"]
 
@@ -162,6 +171,30 @@ def parse(text: str) -> tuple[NcclRun, ...]:
     if text.lstrip().startswith("{"):
         return (parse_json(text),)
     return parse_text(text)
+
+
+def summary(run: NcclRun) -> dict:
+    """A run as plain JSON: what `plumb nccl -o json` prints and the API stores as details."""
+    largest = run.largest
+    return {
+        "collective": run.collective,
+        "ranks": run.ranks,
+        "nodes": [
+            {"host": n.host, "gpus": n.gpus, "devices": list(n.devices), "model": n.model}
+            for n in run.nodes
+        ],
+        "nccl_version": run.nccl_version,
+        "nccl_tests_version": run.nccl_tests_version,
+        "busbw_gbps": run.busbw_gbps,
+        "largest_bytes": largest.size_bytes if largest is not None else None,
+        "avg_busbw_gbps": run.avg_busbw_gbps,
+        "rows": len(run.rows),
+        "out_of_bounds": run.out_of_bounds,
+        "validation": run.validation,
+        "elided": run.elided,
+        "status": run.status,
+        "reasons": list(run.reasons),
+    }
 
 
 # -- text -------------------------------------------------------------------------------------
