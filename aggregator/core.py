@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.engine import make_url
 
 from plumb import facts as wire
+from plumb import nccltests
 from plumb.aggregator import __version__, aicr
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftEngine, DriftFinding
@@ -31,6 +32,7 @@ from plumb.aggregator.settings import AggregatorSettings
 from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary
 from plumb.aggregator.store import HistoryEntry, Store, StoreError, Writer
 from plumb.aggregator.validation import ValidationRun, Validator
+from plumb.aggregator.validation.benchmarks import external_runs
 from plumb.aggregator.validation.kubernetes import Kube
 
 log = logging.getLogger(__name__)
@@ -228,6 +230,18 @@ class Core:
         if run is None:
             raise NotFound(f"no validation run {run_id!r}", hint="GET /v1/validations lists them")
         return run
+
+    async def attach_benchmark(self, log: str, nodes: tuple[str, ...] = ()) -> list[ValidationRun]:
+        """Grade each nccl-tests run in `log` (run outside Plumb) for the nodes it ran on, and
+        store it as a finished validation run; InvalidInput / NotFound say what is missing."""
+        parsed = await asyncio.to_thread(nccltests.parse, log)
+        runs = external_runs(parsed, self.state, self.catalog, utcnow(), nodes)
+        for run in runs:
+            try:
+                await self.validator.attach(run)
+            except StoreError as exc:
+                raise Unavailable(str(exc), hint="benchmarks are stored; retry shortly") from exc
+        return runs
 
     def validations(self) -> list[ValidationRun]:
         """Recent validation runs held in memory, newest first."""
