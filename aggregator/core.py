@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from plumb import nccltests
 from plumb.aggregator import __version__, aicr
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding
@@ -25,6 +26,7 @@ from plumb.aggregator.settings import AggregatorSettings
 from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary, utcnow
 from plumb.aggregator.store import HistoryEntry, Store, StoreError, Writer
 from plumb.aggregator.validation import ValidationRun, Validator
+from plumb.aggregator.validation.benchmarks import external_runs
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +230,19 @@ class Core:
         if run is None:
             raise NotFound(f"no validation run {run_id!r}", hint="GET /v1/validations lists them")
         return run
+
+    async def attach_benchmark(self, text: str, nodes: tuple[str, ...] = ()) -> list[ValidationRun]:
+        """Grade each nccl-tests run in the log `text` (run outside Plumb) for the nodes it ran
+        on, and store it as a finished validation run; InvalidInput / NotFound say what is
+        missing."""
+        parsed = await asyncio.to_thread(nccltests.parse, text)
+        runs = external_runs(parsed, self._state, self.catalog, utcnow(), nodes)
+        for run in runs:
+            try:
+                await self.validator.attach(run)
+            except StoreError as exc:
+                raise Unavailable(str(exc), hint="benchmarks are stored; retry shortly") from exc
+        return runs
 
     def replica(self) -> dict:
         """This replica's part in the cluster: whether it watches Kubernetes and leads."""

@@ -211,11 +211,11 @@ def nccl_allreduce(ctx: CheckContext, params: Params) -> Outcome:
     timeout_s = float(params.get("timeout_s", "300"))
     if (binary := nccl_tests.find_binary()) is not None:
         run = nccl_tests.run(binary, count, params.get("max_bytes", "4G"), timeout_s)
-        figure, largest = run.gate_busbw_gbps, run.largest
-        if figure is None or largest is None:
-            return Outcome("error", "all_reduce_perf printed no result rows")
-        if run.out_of_bounds:
-            return Outcome("fail", f"all_reduce_perf found {run.out_of_bounds} wrong values")
+        figure, largest = run.busbw_gbps, run.largest
+        if run.status == "failed":
+            return Outcome("fail", f"all_reduce_perf failed: {'; '.join(run.reasons)}")
+        if figure is None or largest is None or run.status != "ok":
+            return Outcome("error", f"all_reduce_perf did not finish: {'; '.join(run.reasons)}")
         details = {
             "source": "nccl-tests",
             "largest_bytes": str(largest.size_bytes),

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from plumb.aggregator import __version__
-from plumb.aggregator.api import bundles, drift, nodes, recipes, validations
+from plumb.aggregator.api import benchmarks, bundles, drift, nodes, recipes, validations
 from plumb.aggregator.api.access import Access, ReadAccess
 from plumb.aggregator.api.limits import BodyLimit
 from plumb.aggregator.core import Core
@@ -34,6 +34,7 @@ def create_app(core: Core) -> FastAPI:
         recipes.router,
         drift.router,
         validations.router,
+        benchmarks.router,
         web.router,
     ):
         app.include_router(router, dependencies=[ReadAccess])

@@ -7,6 +7,7 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     bundle,
     demo,
     drift,
+    nccl,
     node,
     nodes,
     recipe,

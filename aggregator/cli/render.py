@@ -225,3 +225,56 @@ def validation_table(run: dict) -> Group:
         f"{p['warn']} warn, {p['skip']} skip, {p['pending']} pending of {p['total']}"
     )
     return Group(table, totals)
+
+
+_RUN_STATUS = {
+    "ok": "[green]ok[/]",
+    "failed": "[red]failed[/]",
+    "incomplete": "[yellow]incomplete[/]",
+}
+
+
+def _bytes(size: int | None) -> str:
+    if size is None:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} B"
+
+
+def _model(name: str | None) -> str:
+    return (name or "?").removeprefix("NVIDIA ")
+
+
+def nccl_table(runs: list[dict], source: str) -> Group:
+    """`plumb nccl`: one row per run, then each run's hosts, versions and why it is not ok."""
+    title = f"{len(runs)} nccl-tests runs in {source} (GB/s; BUSBW: out of place, largest size)"
+    table = Table(title=title, title_justify="left")
+    for col in ("#", "TEST", "RANKS", "NODES", "GPU", "BUSBW", "AT", "AVG", "STATUS"):
+        table.add_column(col)
+    notes = []
+    for i, r in enumerate(runs, 1):
+        table.add_row(
+            str(i),
+            r["collective"] or "?",
+            "?" if r["ranks"] is None else str(r["ranks"]),
+            str(len(r["nodes"])) if r["nodes"] else "?",
+            ", ".join(sorted({_model(n["model"]) for n in r["nodes"]})) or "-",
+            "-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:g}",
+            _bytes(r["largest_bytes"]),
+            "-" if r["avg_busbw_gbps"] is None else f"{r['avg_busbw_gbps']:g}",
+            _RUN_STATUS[r["status"]],
+        )
+        if r["nodes"]:
+            hosts = ", ".join(f"{n['host']} ({n['gpus']} GPUs)" for n in r["nodes"])
+            notes.append(f"run {i} nodes: {hosts}")
+        versions = [
+            f"{name} {r[key]}"
+            for name, key in (("NCCL", "nccl_version"), ("nccl-tests", "nccl_tests_version"))
+            if r[key]
+        ]
+        if versions:
+            notes.append(f"run {i} versions: {', '.join(versions)}")
+        notes += [f"run {i} {r['status']}: {why}" for why in r["reasons"]]
+    return Group(table, *notes)

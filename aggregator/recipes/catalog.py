@@ -57,6 +57,7 @@ class Catalog:
     drift: DriftRules
     component_images: tuple[schema.ComponentImageRow, ...] = ()
     checks: Checks = field(default_factory=lambda: Checks({}, {}))
+    xids: Mapping[int, schema.XidRow] = field(default_factory=dict)
     _by_name: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
     _by_pci: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
 
@@ -205,13 +206,14 @@ class _Loader:
         gpus = self.read(knowledge / "gpus.yaml", schema.GpuTable)
         known_bad = self.read(knowledge / "known_bad.yaml", schema.KnownBadTable)
         images = self.read(knowledge / "component_images.yaml", schema.ComponentImageTable)
+        xids = self.read(knowledge / "xids.yaml", schema.XidTable)
         drift = self.read(self.root / "drift.yaml", DriftRules)
         checks = self.check_checks(self.read_dir("checks", CheckFile))
-        loaded = (criteria, registry, cuda, branches, gpus, known_bad, images, drift)
+        loaded = (criteria, registry, cuda, branches, gpus, known_bad, images, xids, drift)
         if None in loaded or self.problems:
             raise self.error()
         assert criteria and registry and cuda and branches and gpus and known_bad and images
-        assert drift
+        assert xids and drift
         components = self.check_registry(*registry)
         gpu_rows = gpus[0].rows
         allowed = {
@@ -236,6 +238,7 @@ class _Loader:
         self.check_unique_rows(branches[1], "branch", [(r.branch,) for r in branches[0].rows])
         self.check_unique_rows(known_bad[1], "name", [(r.name,) for r in known_bad[0].rows])
         self.check_unique_rows(images[1], "component", [(r.component,) for r in images[0].rows])
+        self.check_unique_rows(xids[1], "xid", [(str(r.code),) for r in xids[0].rows])
         for i, row in enumerate(images[0].rows):
             if row.component not in components:
                 loc = ("rows", i, "component")
@@ -256,6 +259,7 @@ class _Loader:
             drift=drift[0],
             component_images=images[0].rows,
             checks=checks,
+            xids={r.code: r for r in xids[0].rows},
         )
 
     def error(self) -> RecipeError:

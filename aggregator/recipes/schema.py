@@ -285,6 +285,25 @@ class KnownBadTable(Strict):
     rows: tuple[KnownBadRow, ...]
 
 
+class XidRow(Sourced):
+    """One NVIDIA XID code: what the driver reports, how much it matters, what to do.
+
+    `severity` follows DESIGN's drift table: critical when the GPU is lost or its memory can
+    no longer be trusted, warning when it is degraded or needs a reset, info when the cause is
+    usually the application (or the event only follows another XID).
+    """
+
+    code: int = Field(ge=1, le=65535)
+    meaning: str = Field(min_length=3)
+    severity: Severity
+    action: str = Field(min_length=3)
+
+
+class XidTable(Strict):
+    kind: Literal["XidTable"]
+    rows: tuple[XidRow, ...]
+
+
 class ComponentImageRow(Strict):
     """Container images that show a registry component running, and how a tag gives its version.
 

@@ -134,12 +134,7 @@ class Validator:
             created_at=self._clock(),
             deadline_s=deadline_s or self._default_deadline_s,
         )
-        self._runs[run.id] = run
-        while len(self._runs) > self._keep_runs:
-            oldest = next(iter(self._runs))
-            if self._runs[oldest].finished_at is None:
-                break  # never forget a running run
-            del self._runs[oldest]
+        self._keep(run)
         task = asyncio.create_task(self._run(run, defs), name=f"validation-{run.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -148,6 +143,23 @@ class Validator:
             extra={"run": run.id, "nodes": len(chosen), "checks": len(defs)},
         )
         return run
+
+    async def attach(self, run: ValidationRun) -> None:
+        """A run finished outside Plumb (an external benchmark): kept, counted and stored
+        like any other; the store's error propagates, so the caller knows it was not kept."""
+        self._keep(run)
+        self.latest.update(run.results)
+        self._finished(run)
+        log.info("benchmark attached", extra={"run": run.id, "nodes": len(run.nodes)})
+        await self._save(run)
+
+    def _keep(self, run: ValidationRun) -> None:
+        self._runs[run.id] = run
+        while len(self._runs) > self._keep_runs:
+            oldest = next(iter(self._runs))
+            if self._runs[oldest].finished_at is None:
+                break  # never forget a running run
+            del self._runs[oldest]
 
     def get(self, run_id: str) -> ValidationRun | None:
         """A run held in memory (running or recent)."""

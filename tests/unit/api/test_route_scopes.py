@@ -20,7 +20,11 @@ from plumb.aggregator.settings import AggregatorSettings
 
 ADMIN, READ = "admin-token-0123456789", "read-token-0123456789"
 OPEN = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
-ADMIN_ONLY = {("POST", "/v1/validations"), ("POST", "/v1/nodes/{name}/baseline")}
+ADMIN_ONLY = {
+    ("POST", "/v1/validations"),
+    ("POST", "/v1/nodes/{name}/baseline"),
+    ("POST", "/v1/benchmarks"),
+}
 
 
 @pytest.fixture

@@ -3,7 +3,9 @@
 Samples follow all_reduce_perf's printf formats (src/util.cu writeResultHeader /
 writeBenchmarkLineBody) and rows as published in NVIDIA/nccl#1530 (8x RTX 4090),
 nccl-tests#290 (8x H100), NVIDIA/nccl#583 (older format without the `root` column) and
-NVIDIA/nccl#1453 (mpirun `[0]` prefixes).
+NVIDIA/nccl#1453 (mpirun `[0]` prefixes). The JSON report follows util.cu's writer (version
+2): `devices`, one entry per process, sit inside `config`; booleans are the strings "true" and
+"false".
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from plumb.agent.checks.nccl_tests import parse_json, parse_text
+from plumb.nccltests import parse_json, parse_text
 
-SAMPLES = Path(__file__).parent / "nccl_samples"
+SAMPLES = Path(__file__).parent / "samples"
 
 CURRENT = (SAMPLES / "current.txt").read_text()
 
@@ -23,37 +25,55 @@ MPI = (SAMPLES / "mpi.txt").read_text()
 
 
 def test_the_gate_is_out_of_place_busbw_at_the_largest_size_not_the_average():
-    run = parse_text(CURRENT)
-    assert run.gpus == 8
+    (run,) = parse_text(CURRENT)
+    assert run.ranks == 8
     assert [r.size_bytes for r in run.rows] == [8388608, 16777216, 1073741824, 4294967296]
     assert run.largest.size_bytes == 4294967296
-    assert run.gate_busbw_gbps == 470.84
+    assert run.busbw_gbps == 470.84
     assert run.avg_busbw_gbps == 335.42
     assert run.out_of_bounds == 0
     assert run.rows[0].busbw_in_gbps == 182.45 and run.rows[0].wrong == 0
 
 
 def test_the_older_format_without_a_root_column_parses_the_same_columns():
-    run = parse_text(OLD)
-    assert run.gate_busbw_gbps == 219.38
+    (run,) = parse_text(OLD)
+    assert run.busbw_gbps == 219.38
     assert run.largest.busbw_in_gbps == 219.46
     assert run.avg_busbw_gbps == 118.0
 
 
 def test_mpirun_rank_prefixes_are_ignored():
-    run = parse_text(MPI)
-    assert run.gate_busbw_gbps == 5.31
+    (run,) = parse_text(MPI)
+    assert run.busbw_gbps == 5.31
     assert len(run.rows) == 2
 
 
 def test_output_without_rows_has_no_gate():
-    assert parse_text("# nThread 1 nGpus 2\n# Avg bus bandwidth    : 0\n").gate_busbw_gbps is None
+    (run,) = parse_text("# nThread 1 nGpus 2\n# Avg bus bandwidth    : 0\n")
+    assert run.busbw_gbps is None and run.status == "incomplete"
 
 
 def test_the_json_report_gives_the_same_gate():
     doc = {
-        "config": {"nthreads": 1, "ngpus": 8, "minimum_bytes": 8388608},
-        "devices": [{"rank": 0, "hostname": "gpu59", "device_info": "NVIDIA H100 80GB HBM3"}],
+        "args": ["./build/all_reduce_perf", "-b", "1G", "-e", "4G", "-g", "8", "-J", "r.json"],
+        "nccl_version": 22102,
+        "config": {
+            "nthreads": 1,
+            "ngpus": 8,
+            "minimum_bytes": 8388608,
+            "validation": 1,
+            "devices": [
+                {
+                    "rank": 0,
+                    "group": 0,
+                    "pid": 28307,
+                    "hostname": "gpu59",
+                    "device": 0,
+                    "device_hex": "0000:18:00",
+                    "device_info": "NVIDIA H100 80GB HBM3",
+                }
+            ],
+        },
         "results": [
             {
                 "size": 1073741824,
@@ -78,9 +98,12 @@ def test_the_json_report_gives_the_same_gate():
                 "experiment_name": "",
             },
         ],
-        "out_of_bounds": {"count": 0, "okay": True},
+        "out_of_bounds": {"count": 0, "okay": "true"},
         "average_bus_bandwidth": {"bandwidth": 458.59, "okay": "unchecked"},
     }
     run = parse_json(json.dumps(doc))
-    assert run.gate_busbw_gbps == 470.84 and run.gpus == 8
+    assert run.busbw_gbps == 470.84 and run.ranks == 8 and run.status == "ok"
     assert run.avg_busbw_gbps == 458.59 and run.out_of_bounds == 0
+    assert run.collective == "all_reduce" and run.nccl_version == "2.21.2"
+    (node,) = run.nodes
+    assert node.host == "gpu59" and node.devices == tuple(range(8))
