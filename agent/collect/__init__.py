@@ -30,7 +30,8 @@ class Sources:
     library_dirs: tuple[Path, ...] = ()  # extra dirs (relative to host_root) to search
     node: Mapping[str, Reading] = field(default_factory=dict)  # facts from outside the host
     # Collectors with nothing to read ("host", "cuda", "nccl"): a replayed capture describes
-    # no host, so every fact they would give is not_supported rather than read from a void.
+    # no host, so every fact they would give is not_supported rather than read from a void,
+    # and their lists (sysctls, units, libraries) are empty.
     without: frozenset[str] = frozenset()
 
 
@@ -41,7 +42,7 @@ def collect_all(sources: Sources) -> dict[str, Reading]:
     for name, collector in _COLLECTORS:
         readings = collector(sources)
         if name in sources.without:
-            readings = dict.fromkeys(readings, Reading.not_supported())
+            readings = {p: Reading.not_supported() for p in readings if "[" not in p}
         raw.update(readings)
     return _CANONICAL.of(raw)
 

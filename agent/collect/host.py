@@ -2,6 +2,8 @@
 
 Reading files rather than calling `uname` or `hostname` lets the agent describe the host from
 inside a container (root "/host") and lets simulation describe a node that is a directory.
+The kernel's facts (`kernel`) and the container stack's systemd units (`systemd`) come from
+modules beside this one.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import logging
 import platform
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from plumb.agent.collect import dpkg, kernel, systemd
+from plumb.agent.collect.files import Failed, NotSupported, first_line, read
 from plumb.facts import Reading
 
 if TYPE_CHECKING:
@@ -27,25 +30,18 @@ _OS_RELEASE_KEYS = {"os_id": "ID", "os_version_id": "VERSION_ID", "os_pretty_nam
 _FABRIC_MANAGER_PACKAGES = ("nvidia-fabricmanager", "nvidia-fabric-manager")
 
 
-class _NotSupported(Exception):
-    """The host has nothing to report for this fact (e.g. no fabric manager without NVSwitch)."""
-
-
-class _Failed(Exception):
-    """The fact should be there but is not; the message says why."""
-
-
 def collect(sources: Sources) -> dict[str, Reading]:
-    """host.* facts, the driver's kernel module flavour and fabric manager version, and the
-    node's facts (`sources.node`, which win over the host's)."""
+    """host.* facts, the kernel's and the systemd units', the driver's kernel module flavour,
+    version and modules, the fabric manager version, and the node's facts (`sources.node`,
+    which win over the host's)."""
     root = sources.host_root
     out = {
-        "host.hostname": _read(lambda: _first_line(root / "etc/hostname")),
-        "host.boot_id": _read(lambda: _first_line(root / "proc/sys/kernel/random/boot_id")),
-        "host.kernel": _read(lambda: _first_line(root / "proc/sys/kernel/osrelease")),
-        "host.architecture": _read(lambda: _architecture(root)),
-        "driver.kernel_module_flavour": _read(lambda: _module_flavour(root)),
-        "driver.fabric_manager_version": _read(lambda: _fabric_manager_version(root)),
+        "host.hostname": read(lambda: first_line(root / "etc/hostname")),
+        "host.boot_id": read(lambda: first_line(root / "proc/sys/kernel/random/boot_id")),
+        "host.kernel": read(lambda: first_line(root / "proc/sys/kernel/osrelease")),
+        "host.architecture": read(lambda: _architecture(root)),
+        "driver.kernel_module_flavour": read(lambda: _module_flavour(root)),
+        "driver.fabric_manager_version": read(lambda: _fabric_manager_version(root)),
     }
     try:
         os_release = _os_release(root)
@@ -55,35 +51,19 @@ def collect(sources: Sources) -> dict[str, Reading]:
     else:
         for name, key in _OS_RELEASE_KEYS.items():
             out[f"host.{name}"] = _known(os_release.get(key))
+    out |= kernel.collect(root) | systemd.collect(root)
     out.update(sources.node)
     return out
-
-
-def _read(call: Callable[[], str]) -> Reading:
-    try:
-        return Reading.ok(call())
-    except _NotSupported:
-        return Reading.not_supported()
-    except _Failed as exc:
-        return Reading.failed(str(exc))
-    except OSError as exc:
-        return Reading.failed(f"cannot read {exc.filename}: {exc.strerror or exc}")
-    except Exception as exc:  # one field's failure must never lose the others
-        return Reading.failed(f"{type(exc).__name__}: {exc}")
 
 
 def _known(value: str | None) -> Reading:
     return Reading.ok(value) if value else Reading.not_supported()
 
 
-def _first_line(path: Path) -> str:
-    return path.read_text().strip().splitlines()[0].strip()
-
-
 def _architecture(root: Path) -> str:
     # /proc/sys/kernel/arch (Linux >= 6.1) names the host's machine even from a foreign image.
     arch = root / "proc/sys/kernel/arch"
-    return _first_line(arch) if arch.exists() else platform.machine()
+    return first_line(arch) if arch.exists() else platform.machine()
 
 
 def _os_release(root: Path) -> dict[str, str]:
@@ -120,21 +100,12 @@ def _module_flavour(root: Path) -> str:
         return "proprietary" if "P" in taint.read_text() else "open"
     if version.exists():
         return "proprietary"
-    raise _Failed("nvidia kernel module not loaded")
+    raise Failed("nvidia kernel module not loaded")
 
 
 def _fabric_manager_version(root: Path) -> str:
     """The installed fabric manager package's version (dpkg); absent on hosts without NVSwitch."""
-    status = root / "var/lib/dpkg/status"
-    if not status.exists():
-        raise _NotSupported
-    for stanza in status.read_text().split("\n\n"):
-        fields = dict(
-            line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[0] != " "
-        )
-        package = fields.get("Package", "")
-        if package.startswith(_FABRIC_MANAGER_PACKAGES) and "installed" in fields.get(
-            "Status", ""
-        ).split(" "):
-            return fields.get("Version", "").split(":")[-1].split("-")[0]  # 1:550.54.15-1
-    raise _NotSupported
+    for package, version in (dpkg.installed(root) or {}).items():
+        if package.startswith(_FABRIC_MANAGER_PACKAGES):
+            return dpkg.upstream(version)  # 1:550.54.15-1 is 550.54.15
+    raise NotSupported

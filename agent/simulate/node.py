@@ -16,9 +16,16 @@ import uuid
 from pathlib import Path
 
 from plumb.agent.collect import Sources
+from plumb.agent.collect.systemd import UNITS
 from plumb.agent.simulate.capture import NO_HOST
 from plumb.agent.simulate.nvml import FakeNvml
-from plumb.agent.simulate.profile import Profile, ProfileError, profile_path, read_profile
+from plumb.agent.simulate.profile import (
+    DriverSpec,
+    Profile,
+    ProfileError,
+    profile_path,
+    read_profile,
+)
 from plumb.facts import Reading
 
 __all__ = ["Simulation"]
@@ -96,7 +103,7 @@ class Simulation:
         if self._root.exists():
             shutil.rmtree(self._root)
         self._root.mkdir(parents=True)
-        host, driver = profile.host, profile.driver
+        host = profile.host
         if host is None:
             return  # a capture: nothing is known of the host, so nothing is made up
         boot_id = host.boot_id or str(uuid.uuid5(_BOOT_NAMESPACE, self.node_name))
@@ -109,19 +116,11 @@ class Simulation:
             "proc/sys/kernel/arch": host.architecture,
             "proc/sys/kernel/random/boot_id": boot_id,
         }
-        if driver.loaded:
-            files["proc/driver/nvidia/version"] = _nvrm_banner(profile)
-            files["sys/module/nvidia/version"] = driver.version
-            # The open module taints only as out-of-tree (O) and unsigned (E); binary adds P.
-            files["sys/module/nvidia/taint"] = (
-                "OE" if driver.kernel_module_flavour == "open" else "POE"
-            )
-        if driver.fabric_manager_version:
-            branch = driver.fabric_manager_version.split(".")[0]
-            files["var/lib/dpkg/status"] = (
-                f"Package: nvidia-fabricmanager-{branch}\nStatus: install ok installed\n"
-                f"Version: {driver.fabric_manager_version}-1\n"
-            )
+        files |= _kernel_files(profile)
+        unit_files, links = _unit_files(profile)
+        files |= unit_files
+        if status := _dpkg_status(profile):
+            files["var/lib/dpkg/status"] = status
         if profile.cuda.toolkit_version:
             files["usr/local/cuda/version.json"] = json.dumps(
                 {"cuda": {"name": "CUDA SDK", "version": profile.cuda.toolkit_version}}
@@ -132,21 +131,87 @@ class Simulation:
             path = self._root / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text + "\n" if text else "")
+        for relative, target in links.items():  # absolute host paths, as systemctl links them
+            path = self._root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(target)
+
+
+def _kernel_files(profile: Profile) -> dict[str, str]:
+    """/proc/cmdline, /proc/modules, the sysctls and the NVIDIA modules' files."""
+    host, driver = profile.host, profile.driver
+    files = {f"proc/sys/{name.replace('.', '/')}": value for name, value in host.sysctl.items()}
+    if host.kernel_cmdline is not None:
+        files["proc/cmdline"] = host.kernel_cmdline
+    modules = list(host.kernel_modules or [])
+    if driver.loaded:
+        module_version = driver.kernel_module_version or driver.version
+        files["proc/driver/nvidia/version"] = _nvrm_banner(profile.host.architecture, driver)
+        # The open module taints only as out-of-tree (O) and unsigned (E); binary adds P.
+        files["sys/module/nvidia/taint"] = "OE" if driver.kernel_module_flavour == "open" else "POE"
+        for module, parameters in driver.modules.items():
+            files[f"sys/module/{module}/version"] = module_version
+            for name, value in parameters.items():
+                files[f"sys/module/{module}/parameters/{name}"] = value
+        modules += driver.modules
+    if host.kernel_modules is not None:
+        # name size refcount dependencies state address, as the kernel lists them
+        files["proc/modules"] = "\n".join(f"{m} 16384 0 - Live 0x0000000000000000" for m in modules)
+    return files
+
+
+def _unit_files(profile: Profile) -> tuple[dict[str, str], dict[str, str]]:
+    """The units' files, cgroups (v2) and enable links (path -> absolute host target)."""
+    units = profile.host.systemd_units
+    files = (
+        {"sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory hugetlb pids"} if units else {}
+    )
+    links = {}
+    for unit, spec in units.items():
+        binary = unit.removesuffix(".service")
+        files[spec.fragment_path.lstrip("/")] = (
+            f"[Unit]\nDescription={binary}\n\n[Service]\nExecStart=/usr/bin/{binary}\n\n"
+            "[Install]\nWantedBy=multi-user.target"
+        )
+        if spec.enabled:
+            links[f"etc/systemd/system/multi-user.target.wants/{unit}"] = spec.fragment_path
+        if spec.running:
+            files[f"sys/fs/cgroup/system.slice/{unit}/cgroup.procs"] = "1234"
+    return files, links
+
+
+def _dpkg_status(profile: Profile) -> str:
+    """/var/lib/dpkg/status for the packages the profile names (fabric manager, units)."""
+    packages = {}
+    if version := profile.driver.fabric_manager_version:
+        packages[f"nvidia-fabricmanager-{version.split('.')[0]}"] = f"{version}-1"
+    for unit, spec in profile.host.systemd_units.items():
+        if spec.package_version:
+            packages[spec.package or UNITS[unit][0]] = spec.package_version
+    return "\n".join(
+        f"Package: {name}\nStatus: install ok installed\nVersion: {version}\n"
+        for name, version in packages.items()
+    )
 
 
 def _quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _nvrm_banner(profile: Profile) -> str:
-    """/proc/driver/nvidia/version as the real modules word it."""
-    arch, version = profile.host.architecture, profile.driver.version
-    module = (
-        f"NVIDIA UNIX Open Kernel Module for {arch}"
-        if profile.driver.kernel_module_flavour == "open"
-        else f"NVIDIA UNIX {arch} Kernel Module"
+def _nvrm_banner(arch: str, driver: DriverSpec) -> str:
+    """/proc/driver/nvidia/version as the real modules word it: the loaded module's version."""
+    version = driver.kernel_module_version or driver.version
+    if driver.kernel_module_flavour == "open":
+        module = (
+            f"NVIDIA UNIX Open Kernel Module for {arch}  {version}  Release Build  "
+            "(dvs-builder@U16-T02-35-3)"
+        )
+    else:
+        module = f"NVIDIA UNIX {arch} Kernel Module  {version}"
+    return (
+        f"NVRM version: {module}  Thu Oct 16 22:04:03 UTC 2025\n"
+        "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)"
     )
-    return f"NVRM version: {module}  {version}  Release Build  (dvs-builder@U16-T02-35-3)"
 
 
 def _node_facts(profile: Profile) -> dict[str, Reading]:

@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from plumb.agent.collect.kernel import SYSCTLS
+from plumb.agent.collect.systemd import UNIT_DIRS, UNITS
 from plumb.agent.simulate import capture
 
 __all__ = [
@@ -96,6 +98,28 @@ class Cloud(_Model):
     zone: str
 
 
+def _sysctl_name(value: str) -> str:
+    if value not in SYSCTLS:
+        raise ValueError(f"not in the agent's sysctl subset ({', '.join(SYSCTLS)})")
+    return value
+
+
+def _unit_name(value: str) -> str:
+    if value not in UNITS:
+        raise ValueError(f"not a unit the agent reads ({', '.join(UNITS)})")
+    return value
+
+
+class SystemdUnitSpec(_Model):
+    """A unit as its files show it; an absent unit has no entry (no unit file on the host)."""
+
+    fragment_path: HostPath  # where the unit file lies ("/usr/lib/systemd/system/...")
+    enabled: bool = True  # linked from multi-user.target.wants, as `systemctl enable` does
+    running: bool = True  # its cgroup holds a process
+    package: str | None = None  # the dpkg package shipping it; default the unit's usual one
+    package_version: str | None = None  # dpkg's form ("1.7.12-0ubuntu2~22.04.1"); null: none
+
+
 class HostSpec(_Model):
     kernel: str
     architecture: Literal["x86_64", "aarch64"]
@@ -105,6 +129,25 @@ class HostSpec(_Model):
     kubelet_version: str
     cloud: Cloud | None = None
     boot_id: str | None = None  # derived from the node name when absent
+    kernel_cmdline: str | None = None  # /proc/cmdline; absent: not_supported
+    # Loaded modules besides the NVIDIA ones (driver.modules adds those); absent: no /proc/modules.
+    kernel_modules: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+$")]] | None = None
+    sysctl: dict[Annotated[str, AfterValidator(_sysctl_name)], str] = {}  # vm.swappiness: "1"
+    systemd_units: dict[Annotated[str, AfterValidator(_unit_name)], SystemdUnitSpec] = {}
+
+    @model_validator(mode="after")
+    def _units_findable(self) -> HostSpec:
+        """Each unit where the agent looks for it: on systemd's search path, in a known package."""
+        for unit, spec in self.systemd_units.items():
+            where = PurePosixPath(spec.fragment_path)
+            if where.name != unit or str(where.parent).lstrip("/") not in UNIT_DIRS:
+                dirs = ", ".join(f"/{d}" for d in UNIT_DIRS)
+                raise ValueError(f"systemd_units.{unit}.fragment_path: must be {unit} in {dirs}")
+            if spec.package is not None and spec.package not in UNITS[unit]:
+                raise ValueError(
+                    f"systemd_units.{unit}.package: the agent looks for {', '.join(UNITS[unit])}"
+                )
+        return self
 
 
 class DriverSpec(_Model):
@@ -115,6 +158,20 @@ class DriverSpec(_Model):
     # Host-side facts: materialised as module files, so only meaningful with a `host`.
     kernel_module_flavour: Literal["open", "proprietary"] | None = None
     fabric_manager_version: str | None = None  # only on NVSwitch systems
+    # The loaded module's version; default `version`. Set it apart from `version` to simulate an
+    # upgrade without a reboot (the library is new, the module still the old one).
+    kernel_module_version: str | None = None
+    # Loaded NVIDIA modules -> their parameters (/sys/module/<name>/parameters/<param>: value).
+    modules: dict[
+        Annotated[str, Field(pattern=r"^nvidia[a-z_]*$")],
+        dict[Annotated[str, Field(pattern=r"^\w+$")], str],
+    ] = {"nvidia": {}}
+
+    @model_validator(mode="after")
+    def _nvidia_loaded(self) -> DriverSpec:
+        if self.loaded and "nvidia" not in self.modules:
+            raise ValueError("modules: a loaded driver has the nvidia module; list it")
+        return self
 
 
 class CudaSpec(_Model):

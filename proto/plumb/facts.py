@@ -53,7 +53,8 @@ _STATUS_TO_PROTO = {v: k for k, v in _STATUS_FROM_PROTO.items()}
 
 # Bounds on what one node may report; a message beyond them is malformed. A path is at most
 # three segments of a proto field name; a value or error of 4 KiB holds any version string,
-# and a library path or NVML error message; 256 entries hold any node's GPUs or libraries.
+# and a library path or NVML error message; 256 entries hold any node's GPUs, libraries,
+# NVIDIA modules, sysctls or systemd units.
 MAX_PATH_CHARS = 512
 MAX_VALUE_CHARS = 4096
 MAX_REPEATED = 256

@@ -75,7 +75,7 @@ class Fact(_message.Message):
     def __init__(self, status: _Optional[_Union[FactStatus, str]] = ..., string_value: _Optional[str] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., bool_value: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class HostFacts(_message.Message):
-    __slots__ = ("hostname", "boot_id", "kernel", "architecture", "os_id", "os_version_id", "os_pretty_name", "container_runtime", "container_runtime_version", "kubelet_version", "cloud_provider", "instance_type", "region", "zone")
+    __slots__ = ("hostname", "boot_id", "kernel", "architecture", "os_id", "os_version_id", "os_pretty_name", "container_runtime", "container_runtime_version", "kubelet_version", "cloud_provider", "instance_type", "region", "zone", "kernel_cmdline", "kernel_modules", "sysctls", "systemd_units")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     BOOT_ID_FIELD_NUMBER: _ClassVar[int]
     KERNEL_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,10 @@ class HostFacts(_message.Message):
     INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
     ZONE_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_CMDLINE_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_MODULES_FIELD_NUMBER: _ClassVar[int]
+    SYSCTLS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEMD_UNITS_FIELD_NUMBER: _ClassVar[int]
     hostname: StringFact
     boot_id: StringFact
     kernel: StringFact
@@ -104,21 +108,61 @@ class HostFacts(_message.Message):
     instance_type: StringFact
     region: StringFact
     zone: StringFact
-    def __init__(self, hostname: _Optional[_Union[StringFact, _Mapping]] = ..., boot_id: _Optional[_Union[StringFact, _Mapping]] = ..., kernel: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., os_id: _Optional[_Union[StringFact, _Mapping]] = ..., os_version_id: _Optional[_Union[StringFact, _Mapping]] = ..., os_pretty_name: _Optional[_Union[StringFact, _Mapping]] = ..., container_runtime: _Optional[_Union[StringFact, _Mapping]] = ..., container_runtime_version: _Optional[_Union[StringFact, _Mapping]] = ..., kubelet_version: _Optional[_Union[StringFact, _Mapping]] = ..., cloud_provider: _Optional[_Union[StringFact, _Mapping]] = ..., instance_type: _Optional[_Union[StringFact, _Mapping]] = ..., region: _Optional[_Union[StringFact, _Mapping]] = ..., zone: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
+    kernel_cmdline: StringFact
+    kernel_modules: StringFact
+    sysctls: _containers.RepeatedCompositeFieldContainer[Sysctl]
+    systemd_units: _containers.RepeatedCompositeFieldContainer[SystemdUnit]
+    def __init__(self, hostname: _Optional[_Union[StringFact, _Mapping]] = ..., boot_id: _Optional[_Union[StringFact, _Mapping]] = ..., kernel: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., os_id: _Optional[_Union[StringFact, _Mapping]] = ..., os_version_id: _Optional[_Union[StringFact, _Mapping]] = ..., os_pretty_name: _Optional[_Union[StringFact, _Mapping]] = ..., container_runtime: _Optional[_Union[StringFact, _Mapping]] = ..., container_runtime_version: _Optional[_Union[StringFact, _Mapping]] = ..., kubelet_version: _Optional[_Union[StringFact, _Mapping]] = ..., cloud_provider: _Optional[_Union[StringFact, _Mapping]] = ..., instance_type: _Optional[_Union[StringFact, _Mapping]] = ..., region: _Optional[_Union[StringFact, _Mapping]] = ..., zone: _Optional[_Union[StringFact, _Mapping]] = ..., kernel_cmdline: _Optional[_Union[StringFact, _Mapping]] = ..., kernel_modules: _Optional[_Union[StringFact, _Mapping]] = ..., sysctls: _Optional[_Iterable[_Union[Sysctl, _Mapping]]] = ..., systemd_units: _Optional[_Iterable[_Union[SystemdUnit, _Mapping]]] = ...) -> None: ...
+
+class Sysctl(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: StringFact
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
+
+class SystemdUnit(_message.Message):
+    __slots__ = ("name", "fragment_path", "unit_file_state", "running", "package_version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENT_PATH_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FILE_STATE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    PACKAGE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    fragment_path: StringFact
+    unit_file_state: StringFact
+    running: BoolFact
+    package_version: StringFact
+    def __init__(self, name: _Optional[str] = ..., fragment_path: _Optional[_Union[StringFact, _Mapping]] = ..., unit_file_state: _Optional[_Union[StringFact, _Mapping]] = ..., running: _Optional[_Union[BoolFact, _Mapping]] = ..., package_version: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
 
 class DriverFacts(_message.Message):
-    __slots__ = ("driver_version", "nvml_version", "cuda_driver_version", "kernel_module_flavour", "fabric_manager_version")
+    __slots__ = ("driver_version", "nvml_version", "cuda_driver_version", "kernel_module_flavour", "fabric_manager_version", "kernel_module_version", "modules")
     DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     NVML_VERSION_FIELD_NUMBER: _ClassVar[int]
     CUDA_DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     KERNEL_MODULE_FLAVOUR_FIELD_NUMBER: _ClassVar[int]
     FABRIC_MANAGER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_MODULE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODULES_FIELD_NUMBER: _ClassVar[int]
     driver_version: StringFact
     nvml_version: StringFact
     cuda_driver_version: StringFact
     kernel_module_flavour: StringFact
     fabric_manager_version: StringFact
-    def __init__(self, driver_version: _Optional[_Union[StringFact, _Mapping]] = ..., nvml_version: _Optional[_Union[StringFact, _Mapping]] = ..., cuda_driver_version: _Optional[_Union[StringFact, _Mapping]] = ..., kernel_module_flavour: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_manager_version: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
+    kernel_module_version: StringFact
+    modules: _containers.RepeatedCompositeFieldContainer[NvidiaModule]
+    def __init__(self, driver_version: _Optional[_Union[StringFact, _Mapping]] = ..., nvml_version: _Optional[_Union[StringFact, _Mapping]] = ..., cuda_driver_version: _Optional[_Union[StringFact, _Mapping]] = ..., kernel_module_flavour: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_manager_version: _Optional[_Union[StringFact, _Mapping]] = ..., kernel_module_version: _Optional[_Union[StringFact, _Mapping]] = ..., modules: _Optional[_Iterable[_Union[NvidiaModule, _Mapping]]] = ...) -> None: ...
+
+class NvidiaModule(_message.Message):
+    __slots__ = ("name", "version", "parameters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: StringFact
+    parameters: StringFact
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[_Union[StringFact, _Mapping]] = ..., parameters: _Optional[_Union[StringFact, _Mapping]] = ...) -> None: ...
 
 class CudaRuntime(_message.Message):
     __slots__ = ("path", "version")

@@ -140,3 +140,27 @@ def test_node_facts_are_merged_and_win_over_the_host(tmp_path):
     facts = host.collect(_sources(tmp_path, node))
     assert facts["host.hostname"] == Reading.ok("from-node")
     assert facts["host.zone"] == Reading.ok("us-east-2b")
+
+
+def test_the_host_facts_include_the_kernel_and_the_container_stack_units(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic ro quiet\n",
+            "proc/driver/nvidia/version": OPEN_BANNER,
+            # No [Install] section: a static unit.
+            "usr/lib/systemd/system/containerd.service": "[Service]\nExecStart=/usr/bin/ctr\n",
+        },
+    )
+    facts = host.collect(_sources(tmp_path))
+
+    assert facts["host.kernel_cmdline"] == Reading.ok(
+        "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic ro quiet"
+    )
+    assert facts["driver.kernel_module_version"] == Reading.ok("550.54.15")
+    assert facts["driver.kernel_module_flavour"] == Reading.ok("open")
+    assert facts["host.systemd_units[0].name"] == Reading.ok("containerd.service")
+    assert facts["host.systemd_units[0].fragment_path"] == Reading.ok(
+        "/usr/lib/systemd/system/containerd.service"
+    )
+    assert facts["host.systemd_units[0].unit_file_state"] == Reading.ok("static")

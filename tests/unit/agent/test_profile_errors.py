@@ -93,3 +93,36 @@ def test_a_file_that_is_not_utf8_is_reported(tmp_path):
     path = tmp_path / "latin1.yaml"
     path.write_bytes("host: {hostname: b\xe9ta}\n".encode("latin-1"))
     _expect_error(path, "not UTF-8 text (bad byte at offset 18); save it as UTF-8")
+
+
+def test_a_sysctl_outside_the_agents_subset_is_refused(profile_copy):
+    path = profile_copy("l4", lambda d: d["host"].update(sysctl={"vm.dirty_ratio": "20"}))
+    _expect_error(path, "host.sysctl.vm.dirty_ratio", "not in the agent's sysctl subset")
+
+
+def test_a_unit_the_agent_does_not_read_is_refused(profile_copy):
+    units = {"crio.service": {"fragment_path": "/usr/lib/systemd/system/crio.service"}}
+    path = profile_copy("l4", lambda d: d["host"].update(systemd_units=units))
+    _expect_error(path, "host.systemd_units.crio.service", "not a unit the agent reads")
+
+
+def test_a_unit_package_the_agent_does_not_look_for_is_refused(profile_copy):
+    units = {
+        "containerd.service": {
+            "fragment_path": "/usr/lib/systemd/system/containerd.service",
+            "package": "moby-containerd",
+        }
+    }
+    path = profile_copy("l4", lambda d: d["host"].update(systemd_units=units))
+    _expect_error(path, "systemd_units.containerd.service.package", "containerd.io, containerd")
+
+
+def test_a_loaded_driver_without_the_nvidia_module_is_refused(profile_copy):
+    path = profile_copy("l4", lambda d: d["driver"].update(modules={"nvidia_uvm": {}}))
+    _expect_error(path, "driver", "a loaded driver has the nvidia module")
+
+
+def test_a_unit_file_off_systemds_search_path_is_refused(profile_copy):
+    units = {"kubelet.service": {"fragment_path": "/opt/kube/kubelet.service"}}
+    path = profile_copy("l4", lambda d: d["host"].update(systemd_units=units))
+    _expect_error(path, "kubelet.service.fragment_path", "/usr/lib/systemd/system")

@@ -140,3 +140,72 @@ def test_sources_carry_the_node_object_facts(simulate):
     sources = simulate("hgx-a100", "gke-node").sources()
     assert sources.node["host.cloud_provider"].value == "gcp"
     assert "host.cloud_provider" not in simulate("gb200", "onprem").sources().node
+
+
+def test_an_upgrade_without_a_reboot_leaves_the_old_kernel_module_loaded(
+    profile_copy, write_yaml, tmp_path
+):
+    path = profile_copy("dgx-h100")
+    sim = Simulation(str(path), "node-a", tmp_path / "work")
+    before = collect_all(sim.sources())
+    assert before["driver.kernel_module_version"].value == "580.173.02"  # the library's
+
+    data = yaml.safe_load(path.read_text())
+    data["driver"]["version"] = "580.211.01"  # the new user-space library ...
+    data["driver"]["kernel_module_version"] = "580.173.02"  # ... beside the module still loaded
+    write_yaml(path, data)
+    facts = collect_all(sim.sources())
+
+    assert facts["driver.driver_version"].value == "580.211.01"
+    assert facts["driver.kernel_module_version"].value == "580.173.02"
+    assert facts["driver.modules[0].name"].value == "nvidia"
+    assert facts["driver.modules[0].version"].value == "580.173.02"
+
+
+def test_the_simulated_host_shows_the_profiles_kernel_and_units(profile_copy, tmp_path):
+    def edit(data):
+        data["host"].update(
+            kernel_cmdline="BOOT_IMAGE=/boot/vmlinuz ro iommu=pt",
+            kernel_modules=["efa", "overlay"],
+            sysctl={"vm.max_map_count": "1048576"},
+            systemd_units={
+                "containerd.service": {
+                    "fragment_path": "/usr/lib/systemd/system/containerd.service",
+                    "package_version": "2.1.4-1",
+                },
+                "kubelet.service": {
+                    "fragment_path": "/etc/systemd/system/kubelet.service",
+                    "enabled": False,
+                    "running": False,
+                },
+            },
+        )
+        data["driver"]["modules"] = {"nvidia": {"NVreg_EnableGpuFirmware": "18"}}
+
+    sim = Simulation(str(profile_copy("l4", edit)), "node-a", tmp_path / "work")
+    facts = collect_all(sim.sources())
+
+    assert facts["host.kernel_cmdline"].value == "BOOT_IMAGE=/boot/vmlinuz ro iommu=pt"
+    assert facts["host.kernel_modules"].value == "efa nvidia overlay"
+    assert facts["host.sysctls[2].name"].value == "vm.max_map_count"
+    assert facts["host.sysctls[2].value"].value == "1048576"
+    assert facts["host.sysctls[0].value"].status == "not_supported"  # vm.swappiness: not given
+    assert facts["driver.modules[0].parameters"].value == '{"NVreg_EnableGpuFirmware":"18"}'
+    units = {p: r.value for p, r in facts.items() if p.startswith("host.systemd_units")}
+    assert units == {
+        "host.systemd_units[0].name": "containerd.service",
+        "host.systemd_units[0].fragment_path": "/usr/lib/systemd/system/containerd.service",
+        "host.systemd_units[0].unit_file_state": "enabled",
+        "host.systemd_units[0].running": True,
+        "host.systemd_units[0].package_version": "2.1.4",
+        "host.systemd_units[1].name": "docker.service",
+        "host.systemd_units[1].fragment_path": None,
+        "host.systemd_units[1].unit_file_state": None,
+        "host.systemd_units[1].running": None,
+        "host.systemd_units[1].package_version": None,
+        "host.systemd_units[2].name": "kubelet.service",
+        "host.systemd_units[2].fragment_path": "/etc/systemd/system/kubelet.service",
+        "host.systemd_units[2].unit_file_state": "disabled",
+        "host.systemd_units[2].running": False,
+        "host.systemd_units[2].package_version": None,
+    }
