@@ -365,7 +365,7 @@ async def open_core(settings: AggregatorSettings) -> Core:
         replica=settings.replica.name,
         write_heartbeats=shared,
     )
-    recipes = ResolutionCache(catalog)
+    recipes = ResolutionCache(catalog, driver_owners=settings.recipes.driver_owner)
     evaluator = Evaluator(
         state, recipes, settings.recipes, drift, writer.submit, metrics.drift.count, utcnow
     )
