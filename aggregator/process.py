@@ -103,7 +103,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
     s = settings.store
     writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)
     state = LiveState()
-    recipes = ResolutionCache(catalog)
+    recipes = ResolutionCache(catalog, driver_owners=settings.recipes.driver_owner)
     evaluator = Evaluator(state, recipes, settings.recipes, DriftEngine(catalog.drift, utcnow))
     # SQLite is one process; on PostgreSQL other replicas may write the same database.
     shared = make_url(settings.db).get_backend_name() == "postgresql"

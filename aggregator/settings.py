@@ -103,6 +103,11 @@ class RecipeSettings(BaseModel):
     # Workload intent and platform are not visible in facts: the cluster's operators say.
     intent: str = "any"
     platform: str = "any"
+    # Who installs the driver, per pool (pool name as `plumb nodes` shows it, or a glob:
+    # `eks/l40s/*`), where the facts cannot tell: "host" (the node image owns it; the recipe
+    # judges the driver by its range) or "operator" (drift compares it with the recipe's pin).
+    # Empty: inferred per node from its facts (recipes/drift.yaml, driver_owner).
+    driver_owner: dict[str, Literal["operator", "host"]] = {}
 
 
 class AuthSettings(BaseModel):

@@ -21,8 +21,10 @@ from plumb.aggregator.recipes.drift_rules import DriftRules
 from plumb.facts import Reading, gpu_count
 
 Facts = Mapping[str, Reading]
-_NODE_KINDS: frozenset[Kind] = frozenset({"recipe", "constraint", "baseline", "health"})
-_POOL_KINDS: frozenset[Kind] = frozenset({"pool"})
+_NODE_KINDS: frozenset[Kind] = frozenset({"recipe", "constraint", "baseline"})
+# What a move of the pool's majority can change: pool findings, and health findings that
+# compare a GPU's links with what the pool runs.
+_POOL_KINDS: frozenset[Kind] = frozenset({"pool", "health"})
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class DriftEngine:
             evaluate.recipe(facts, resolution, rules)
             + evaluate.constraint(resolution, rules)
             + evaluate.baseline(facts, base.facts, rules)
-            + evaluate.health(facts, base.gpu_count, rules)
+            + evaluate.health(facts, base.facts, base.gpu_count, majorities, rules)
             + evaluate.pool(facts, majorities, rules)
         )
         result = self._reconcile(
@@ -93,15 +95,22 @@ class DriftEngine:
     def evaluate_pool(
         self, node: str, facts: Facts, recipe_hash: str, majorities: Mapping[str, str]
     ) -> Transitions:
-        """Only the pool findings of `node`, after another member of its pool changed."""
-        return self._reconcile(
-            node, evaluate.pool(facts, majorities, self.rules), _POOL_KINDS, recipe_hash
+        """Only the pool and health findings of `node`, after another member of its pool
+        changed."""
+        base = self.baselines.get(node)
+        observations = evaluate.pool(facts, majorities, self.rules) + evaluate.health(
+            facts,
+            base.facts if base else {},
+            base.gpu_count if base else None,
+            majorities,
+            self.rules,
         )
+        return self._reconcile(node, observations, _POOL_KINDS, recipe_hash)
 
     def accept_baseline(self, node: str, facts: Facts) -> Baseline:
         """Make the node's current stack its baseline; the next evaluation compares to it."""
         base = Baseline(
-            facts=evaluate.baseline_facts(facts, self.rules.baseline),
+            facts=evaluate.baseline_facts(facts, self.rules),
             gpu_count=gpu_count(facts),
             accepted_at=self._clock(),
         )

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from plumb.aggregator.drift.model import Observation
-from plumb.aggregator.recipes import Resolution
-from plumb.aggregator.recipes.drift_rules import BaselineRule, DriftRules, PoolRule
+from plumb.aggregator.recipes import Resolution, parse_version
+from plumb.aggregator.recipes.drift_rules import DriftRules, PoolRule
 from plumb.facts import Reading, gpu_count
 
 Facts = Mapping[str, Reading]
 _INDEX = re.compile(r"\[\d+\]")
+_GPU_PATH = re.compile(r"^gpus\[\d+\]\.([a-z_]+)$")
 
 
 def _value(facts: Facts, path: str) -> str | None:
@@ -25,14 +26,13 @@ def _value(facts: Facts, path: str) -> str | None:
     return None if reading is None or reading.status != "ok" else str(reading.value)
 
 
-def _branch(version: str) -> str:
-    return version.split(".", 1)[0]
-
-
 def recipe(facts: Facts, resolution: Resolution, rules: DriftRules) -> list[Observation]:
-    """Components the recipe pins whose observed version differs."""
+    """Components the recipe pins whose observed version differs: ahead, behind, or other."""
     out = []
+    owner = resolution.driver_owner.owner if resolution.driver_owner else None
     for rule in rules.recipe:
+        if rule.only_when_driver_owner is not None and owner != rule.only_when_driver_owner:
+            continue
         component = resolution.component(rule.component)
         observed = _value(facts, rule.fact)
         expected = component.get("version") if component else None
@@ -40,15 +40,19 @@ def recipe(facts: Facts, resolution: Resolution, rules: DriftRules) -> list[Obse
             continue
         if observed is None or observed == str(expected):
             continue
-        same = _branch(observed) == _branch(str(expected))
+        have, want = parse_version(observed), parse_version(str(expected))
+        if have is None or want is None or have == want:
+            verdict = rule.other
+        else:
+            verdict = rule.ahead if have > want else rule.behind
         out.append(
             Observation(
                 "recipe",
                 rule.component,
                 str(expected),
                 observed,
-                rule.same_branch_severity if same else rule.other_branch_severity,
-                rule.remediation,
+                verdict.severity,
+                verdict.remediation,
             )
         )
     return out
@@ -75,9 +79,12 @@ def constraint(resolution: Resolution, rules: DriftRules) -> list[Observation]:
     return out
 
 
-def baseline_facts(facts: Facts, rule: BaselineRule) -> dict[str, Reading]:
-    """The part of `facts` a baseline keeps."""
-    patterns = set(rule.paths)
+def baseline_facts(facts: Facts, rules: DriftRules) -> dict[str, Reading]:
+    """The part of `facts` a baseline keeps: its compared paths, and the per-GPU facts the
+    health rules measure against it."""
+    patterns = set(rules.baseline.paths) | {
+        link_key(r.fact) for r in rules.health.gpus if r.below and "baseline" in r.below
+    }
     return {p: r for p, r in facts.items() if _pattern(p) in patterns}
 
 
@@ -89,10 +96,12 @@ def _pattern(path: str) -> str:
 
 def baseline(facts: Facts, accepted: Facts, rules: DriftRules) -> list[Observation]:
     """Baseline facts that changed, appeared or disappeared since the baseline was accepted."""
-    now = baseline_facts(facts, rules.baseline)
+    compared = set(rules.baseline.paths)
+    now = {p: r for p, r in facts.items() if _pattern(p) in compared}
+    kept = {p: r for p, r in accepted.items() if _pattern(p) in compared}
     out = []
-    for path in sorted(set(now) | set(accepted)):
-        before, after = accepted.get(path), now.get(path)
+    for path in sorted(set(now) | set(kept)):
+        before, after = kept.get(path), now.get(path)
         if before == after:
             continue
         out.append(
@@ -125,6 +134,7 @@ class PoolTally:
         self._rule = rule
         self._members: dict[str, dict[str, str]] = {}
         self._counts: dict[str, Counter[str]] = {f.component: Counter() for f in rule.facts}
+        self._counts.update({link_key(fact): Counter() for fact in rule.gpu_links})
 
     def __len__(self) -> int:
         return len(self._members)
@@ -133,6 +143,7 @@ class PoolTally:
         """Count `node` with the pool facts it has now (replacing what it had)."""
         self.discard(node)
         values = {f.component: v for f in self._rule.facts if (v := _value(facts, f.fact))}
+        values.update(_best_links(facts, self._rule.gpu_links))
         self._members[node] = values
         for component, value in values.items():
             self._counts[component][value] += 1
@@ -155,6 +166,26 @@ class PoolTally:
                 if n * 2 > members:
                     out[component] = value
         return out
+
+
+def link_key(fact: str) -> str:
+    """The majorities key of a per-GPU link fact: ``gpus[].pcie_link_width_current``."""
+    return f"gpus[].{fact}"
+
+
+def _best_links(facts: Facts, links: tuple[str, ...]) -> dict[str, str]:
+    """Per link fact, the node's best GPU's value: what its slots and links can run."""
+    best: dict[str, float] = {}
+    wanted = set(links)
+    for path, reading in facts.items():
+        match = _GPU_PATH.match(path)
+        if match is None or match.group(1) not in wanted or reading.status != "ok":
+            continue
+        if isinstance(reading.value, bool) or not isinstance(reading.value, int | float):
+            continue
+        key = link_key(match.group(1))
+        best[key] = max(best.get(key, reading.value), reading.value)
+    return {k: f"{v:g}" for k, v in best.items()}
 
 
 def pool_majorities(members: Iterable[Facts], rule: PoolRule) -> dict[str, str]:
@@ -185,8 +216,15 @@ def pool(facts: Facts, majorities: Mapping[str, str], rules: DriftRules) -> list
     return out
 
 
-def health(facts: Facts, baseline_gpus: int | None, rules: DriftRules) -> list[Observation]:
-    """Per-GPU readings out of bounds, and GPUs missing against the baseline's count."""
+def health(
+    facts: Facts,
+    accepted: Facts,
+    baseline_gpus: int | None,
+    majorities: Mapping[str, str],
+    rules: DriftRules,
+) -> list[Observation]:
+    """Per-GPU readings out of bounds, links below the baseline's or the pool's, and GPUs
+    missing against the baseline's count."""
     out = []
     count = gpu_count(facts)
     for i in range(count):
@@ -197,10 +235,10 @@ def health(facts: Facts, baseline_gpus: int | None, rules: DriftRules) -> list[O
             if rule.above is not None:
                 bad, expected = value > rule.above, f"<= {rule.above:g}"
             else:
-                bound = _number(facts, f"gpus[{i}].{rule.below}")
+                bound = _reference(accepted, majorities, i, rule.fact, rule.below or ())
                 if bound is None:
                     continue
-                bad, expected = value < bound, f"{bound:g}"
+                bad, expected = value < bound[0], f"{bound[0]:g} ({bound[1]})"
             if bad:
                 out.append(
                     Observation(
@@ -225,6 +263,19 @@ def health(facts: Facts, baseline_gpus: int | None, rules: DriftRules) -> list[O
             )
         )
     return out
+
+
+def _reference(
+    accepted: Facts, majorities: Mapping[str, str], index: int, fact: str, refs: Iterable[str]
+) -> tuple[float, str] | None:
+    """The highest of the GPU's value at the baseline and its pool's usual value, and which
+    it is; None when neither is known."""
+    found = []
+    if "baseline" in refs and (at := _number(accepted, f"gpus[{index}].{fact}")) is not None:
+        found.append((at, "baseline"))
+    if "pool" in refs and (usual := majorities.get(link_key(fact))) is not None:
+        found.append((float(usual), "pool"))
+    return max(found) if found else None
 
 
 def _number(facts: Facts, path: str) -> float | None:

@@ -214,6 +214,7 @@ class _NodeLines:
             self.recipe = ""
             return
         c = resolution.criteria  # type: ignore[attr-defined]
+        owner = resolution.driver_owner  # type: ignore[attr-defined]
         self.recipe = _line(
             "plumb_node_recipe_info",
             {
@@ -223,6 +224,10 @@ class _NodeLines:
                 "accelerator": c.accelerator,
                 "os": c.os,
                 "intent": c.intent,
+                # Who installs the driver (operator | host), and the GPUs the catalog does not
+                # know ("NAME (PCI device 0xDDDD)", "" when none): never a silent `any`.
+                "driver_owner": owner.owner if owner else "",
+                "unknown_gpu": ", ".join(resolution.unknown_gpus),  # type: ignore[attr-defined]
             },
             1.0,
         )

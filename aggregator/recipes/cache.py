@@ -2,7 +2,8 @@
 
 The key is the criteria, the date the lifecycle rule uses, and the node's view (only the facts
 recipes read, GPUs reduced to distinct values); hostnames, UUIDs and temperatures do not
-split it. One cache serves one catalog: reloading recipes means a new cache.
+split it. One cache serves one catalog and one driver-ownership configuration: reloading
+either means a new cache.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Hashable, Mapping
 from plumb.aggregator.recipes.catalog import Catalog
 from plumb.aggregator.recipes.criteria import Criteria, check_criteria
 from plumb.aggregator.recipes.node import NodeView
-from plumb.aggregator.recipes.resolve import Resolution, resolve_view
+from plumb.aggregator.recipes.resolve import DriverOwners, Resolution, resolve_view
 from plumb.facts import Reading
 
 __all__ = ["ResolutionCache"]
@@ -23,10 +24,14 @@ __all__ = ["ResolutionCache"]
 class ResolutionCache:
     """``resolve`` with memory: the last ``maxsize`` distinct inputs and their resolutions."""
 
-    def __init__(self, catalog: Catalog, maxsize: int = 1024):
+    def __init__(
+        self, catalog: Catalog, maxsize: int = 1024, *, driver_owners: DriverOwners | None = None
+    ):
         if maxsize < 1:
             raise ValueError("maxsize must be at least 1")
         self.catalog = catalog
+        # Configured per pool, fixed for the cache's life, so not part of its keys.
+        self.driver_owners = dict(driver_owners or {})
         self.maxsize = maxsize
         self.hits = 0
         self.misses = 0
@@ -53,7 +58,9 @@ class ResolutionCache:
             return found
         self.misses += 1
         check_criteria(self.catalog, criteria)
-        resolution = resolve_view(self.catalog, criteria, view, as_of=day)
+        resolution = resolve_view(
+            self.catalog, criteria, view, as_of=day, driver_owners=self.driver_owners
+        )
         self._entries[key] = resolution
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)

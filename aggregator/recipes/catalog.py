@@ -67,11 +67,15 @@ class Catalog:
             self._by_pci.update({p: row for p in row.pci_device_ids})
 
     def identify_gpu(self, name: str | None, pci_device_id: str | None) -> schema.GpuRow | None:
-        """The GPU catalog row for an NVML product name, else for a PCI device id."""
-        if name and (row := self._by_name.get(name.strip().lower())):
+        """The GPU catalog row for a PCI device id, else for an NVML product name.
+
+        The id comes first: it names the silicon and board, while names vary with driver
+        releases and cloud SKUs; rows list only ids that are certain, and names cover the rest.
+        """
+        if pci_device_id and (row := self._by_pci.get(normalize_pci_device_id(pci_device_id))):
             return row
-        if pci_device_id:
-            return self._by_pci.get(normalize_pci_device_id(pci_device_id))
+        if name:
+            return self._by_name.get(name.strip().lower())
         return None
 
     def gpu_identity(self, name: str | None, pci_device_id: str | None) -> tuple[str, str] | None:
@@ -228,6 +232,7 @@ class _Loader:
         for mixin, doc in mixins:
             self.check_patches(doc, mixin.components, components)
         self.check_overlays(overlays, overlay_map, mixin_map, components, allowed)
+        self.check_accelerator_overlays(gpus[1], gpu_rows, overlay_map)
         self.check_cycles(registry, overlays + mixins)
         self.check_unique_rows(gpus[1], "gpu", [(r.model,) for r in gpu_rows])
         self.check_unique_rows(
@@ -399,6 +404,30 @@ class _Loader:
                     self.problem(doc, loc, "pcie_link needs a pcie_lane_gbps table")
         return Checks(by_id, lanes)
 
+    def check_accelerator_overlays(
+        self,
+        doc: _Doc,
+        rows: tuple[schema.GpuRow, ...],
+        overlays: Mapping[str, tuple[schema.Overlay, _Doc]],
+    ) -> None:
+        """Every accelerator the criteria accept has its own overlay (`accelerator: KEY` only),
+        so no accepted accelerator silently resolves to the base recipe."""
+        covered = {
+            o.criteria.accelerator
+            for o, _ in overlays.values()
+            if specificity_keys(o.criteria) == {"accelerator"}
+        }
+        for i, row in enumerate(rows):
+            if row.accelerator not in covered:
+                covered.add(row.accelerator)  # one problem per accelerator
+                loc = ("rows", i, "accelerator")
+                self.problem(
+                    doc,
+                    loc,
+                    f"accelerator {row.accelerator!r} has no overlay; add overlays/"
+                    f"{row.accelerator}.yaml with criteria {{accelerator: {row.accelerator}}}",
+                )
+
     def check_unique_rows(self, doc: _Doc, what: str, keys: list[tuple[str, ...]]) -> None:
         seen: set[str] = set()
         for i, row_keys in enumerate(keys):
@@ -406,6 +435,11 @@ class _Loader:
                 if key in seen:
                     self.problem(doc, ("rows", i), f"duplicate {what} {key!r}")
                 seen.add(key)
+
+
+def specificity_keys(spec: schema.CriteriaSpec) -> set[str]:
+    """The criteria keys an overlay pins (not ``any``)."""
+    return {k for k in CRITERIA_KEYS if getattr(spec, k) != "any"}
 
 
 def _find_cycle(

@@ -20,6 +20,8 @@ __all__ = ["FACT_NAMES", "GpuIdentity", "NodeView", "normalize_pci_device_id"]
 _SINGLE = {
     "driver.version": "driver.driver_version",
     "driver.kernel_module": "driver.kernel_module_flavour",
+    # /proc/driver/nvidia/version: the loaded kernel module, beside NVML's library version.
+    "driver.kernel_module_version": "driver.kernel_module_version",
     "cuda.driver_version": "driver.cuda_driver_version",
     "cuda.toolkit_version": "cuda.cuda_toolkit_version",
     "fabric_manager.version": "driver.fabric_manager_version",
@@ -31,6 +33,8 @@ _SINGLE = {
     "cloud.instance_type": "host.instance_type",
     "container_runtime.name": "host.container_runtime",
     "container_runtime.version": "host.container_runtime_version",
+    # Component discovery (aggregator/k8s/components.py): the GPU Operator runs in the cluster.
+    "gpu_operator.version": "cluster.components.gpu_operator.version",
 }
 _MULTI = {
     "cuda.runtime_version": ("cuda.runtimes", "version"),
@@ -38,9 +42,18 @@ _MULTI = {
     "gpu.product": ("gpus", "name"),
     "gpu.pci_device_id": ("gpus", "pci_device_id"),
     "gpu.mig_enabled": ("gpus", "mig_mode_current"),
+    # NVML's fabric state (Hopper and later): `N/A` unless the GPU is attached to NVSwitches.
+    "gpu.fabric_state": ("gpus", "fabric_state"),
 }
-_DERIVED = ("gpu.count", "gpu.model", "gpu.accelerator")
-FACT_NAMES = frozenset(_SINGLE) | frozenset(_MULTI) | frozenset(_DERIVED)
+# Node labels the view reads, by the name of the view fact.
+_LABELS = {
+    # The GPU Operator's label: `false` keeps its driver off the node; its driver container
+    # sets `pre-installed` when it finds a driver on the host and steps aside.
+    "gpu_operator.driver_deploy": "nvidia.com/gpu.deploy.driver",
+}
+# gpu.unknown: "NAME (PCI device ID)" of each GPU the catalog does not know.
+_DERIVED = ("gpu.count", "gpu.model", "gpu.accelerator", "gpu.unknown")
+FACT_NAMES = frozenset(_SINGLE) | frozenset(_MULTI) | frozenset(_LABELS) | frozenset(_DERIVED)
 
 _REPEATED = re.compile(r"^([a-z_.]+)\[(\d+)\]\.([a-z_]+)$")
 
@@ -57,7 +70,7 @@ def normalize_pci_device_id(raw: str) -> str:
 
 
 # The repeated entries' leaves a view reads; a node's other few hundred paths are skipped.
-_WANTED = frozenset(_MULTI.values())
+_WANTED = frozenset(_MULTI.values()) | {("cluster.labels", "name"), ("cluster.labels", "value")}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -112,12 +125,27 @@ class NodeView:
         gpus = repeated.get("gpus", {})
         if count := gpu_count(facts):
             values["gpu.count"] = (str(count),)
+        labels = {
+            e.get("name"): e.get("value") for e in repeated.get("cluster.labels", {}).values()
+        }
+        for name, label in _LABELS.items():
+            if labels.get(label) is not None:
+                values[name] = (labels[label],)  # type: ignore[assignment]
         if identify is not None and gpus:
-            known = [identify(g.get("name"), g.get("pci_device_id")) for g in gpus.values()]
-            ids = [k for k in known if k is not None]
+            ids, unknown = set(), set()
+            for g in gpus.values():
+                name, pci = g.get("name"), g.get("pci_device_id")
+                found = identify(name, pci)
+                if found is not None:
+                    ids.add(found)
+                elif name or pci:
+                    shown = f"0x{normalize_pci_device_id(pci)}" if pci else "unknown"
+                    unknown.add(f"{name or 'unnamed GPU'} (PCI device {shown})")
             if ids:
                 values["gpu.model"] = tuple(sorted({m for m, _ in ids}))
                 values["gpu.accelerator"] = tuple(sorted({a for _, a in ids}))
+            if unknown:
+                values["gpu.unknown"] = tuple(sorted(unknown))
         return cls(values, statuses)
 
     def get(self, name: str) -> tuple[str, ...]:

@@ -15,7 +15,8 @@ import hashlib
 import heapq
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatchcase
 from functools import cached_property
 from typing import Any
 
@@ -31,6 +32,32 @@ from plumb.facts import Reading
 __all__ = ["Resolution", "resolve"]
 
 FALLBACK_WARNING = "no environment-specific overlays matched, using base configuration only"
+# Who owns the driver per pool, as configured (RecipeSettings.driver_owner): pool name or
+# glob (`eks/l40s/*`) -> "operator" | "host"; the first that matches wins.
+DriverOwners = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class DriverOwner:
+    """Who installs the node's driver, and why Plumb thinks so.
+
+    ``operator``: the GPU Operator's driver container; drift compares the driver with the
+    recipe's pin. ``host``: the node image (EKS accelerated AMIs, GKE's installer, bare
+    metal); the recipe judges the driver by its constraints and the knowledge minimums only.
+    """
+
+    owner: str
+    reason: str
+    source: str  # configured | recipe | facts | default
+
+    def to_dict(self) -> dict[str, str]:
+        """The owner as a plain dict."""
+        return asdict(self)
+
+
+def pool_key(criteria: Criteria) -> str:
+    """The name of the pool of nodes with these criteria: `eks/h100/ubuntu/any/any`."""
+    return "/".join(getattr(criteria, k) for k in CRITERIA_KEYS)
 
 
 @dataclass(frozen=True)
@@ -49,6 +76,7 @@ class Resolution:
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]
     facts: Mapping[str, tuple[str, ...]] | None = field(default=None)
+    driver_owner: DriverOwner | None = None
 
     def body(self) -> dict[str, Any]:
         """Everything hashed: no timestamps, only inputs and what follows from them."""
@@ -66,6 +94,7 @@ class Resolution:
             "constraints": [dict(c) for c in self.constraints],
             "findings": [f.to_dict() for f in self.findings],
             "warnings": list(self.warnings),
+            "driver_owner": self.driver_owner.to_dict() if self.driver_owner else None,
             "facts": {k: list(v) for k, v in self.facts.items()}
             if self.facts is not None
             else None,
@@ -84,6 +113,11 @@ class Resolution:
     def to_dict(self) -> dict[str, Any]:
         """The body plus its content hash."""
         return {**json.loads(self.canonical_json), "content_hash": self.content_hash}
+
+    @property
+    def unknown_gpus(self) -> tuple[str, ...]:
+        """``NAME (PCI device ID)`` of each GPU of the node the catalog does not know."""
+        return tuple((self.facts or {}).get("gpu.unknown", ()))
 
     def component(self, name: str) -> Mapping[str, Any] | None:
         """The resolved component ``name``, if the recipe has it."""
@@ -110,19 +144,26 @@ def resolve(
     facts: Mapping[str, Reading] | None = None,
     *,
     as_of: dt.date | None = None,
+    driver_owners: DriverOwners | None = None,
 ) -> Resolution:
     """The recipe for ``criteria``; with ``facts``, snapshot-aware and with findings.
 
     ``as_of`` (default today) dates the driver-lifecycle rule; it is part of the output, so
-    the same inputs, date included, always give the same bytes.
+    the same inputs, date included, always give the same bytes. ``driver_owners`` is the
+    configured driver ownership per pool.
     """
     check_criteria(catalog, criteria)
     view = NodeView.from_facts(facts, catalog.gpu_identity) if facts is not None else None
-    return resolve_view(catalog, criteria, view, as_of=as_of)
+    return resolve_view(catalog, criteria, view, as_of=as_of, driver_owners=driver_owners)
 
 
 def resolve_view(
-    catalog: Catalog, criteria: Criteria, view: NodeView | None, *, as_of: dt.date | None = None
+    catalog: Catalog,
+    criteria: Criteria,
+    view: NodeView | None,
+    *,
+    as_of: dt.date | None = None,
+    driver_owners: DriverOwners | None = None,
 ) -> Resolution:
     """``resolve`` over an already built NodeView (the cache builds it once for its key)."""
     day = (as_of or dt.date.today()) if view is not None else None
@@ -149,6 +190,12 @@ def resolve_view(
     if all(specificity(catalog.overlays[n].criteria) == 0 for n in applied):
         warnings.append(FALLBACK_WARNING)
     components = _components(catalog, layer, warnings)
+    if view is not None:
+        warnings += [
+            f"unknown GPU {gpu}: not in the GPU catalog, so no accelerator overlay applies"
+            for gpu in view.get("gpu.unknown")
+        ]
+    owner = _driver_owner(catalog, criteria, layer, view, driver_owners or {})
     return Resolution(
         criteria=criteria,
         catalog_digest=catalog.digest,
@@ -165,7 +212,37 @@ def resolve_view(
         findings=findings(catalog, view, day) if view is not None and day else (),
         warnings=tuple(warnings),
         facts=dict(view.values) if view is not None else None,
+        driver_owner=owner,
     )
+
+
+def _driver_owner(
+    catalog: Catalog,
+    criteria: Criteria,
+    layer: Layer,
+    view: NodeView | None,
+    configured: DriverOwners,
+) -> DriverOwner:
+    """Configuration for the pool first, then a recipe that deploys no driver, then the
+    facts (drift.yaml ``driver_owner``)."""
+    pool = pool_key(criteria)
+    for pattern, owner in configured.items():
+        if fnmatchcase(pool, pattern):
+            return DriverOwner(owner, f"configured for pools {pattern!r}", "configured")
+    deployed = [layer.components.get(n) for n in ("gpu-operator", "driver")]
+    if any(patch is None or patch.enabled is False for patch in deployed):
+        return DriverOwner(
+            "host", "the recipe deploys no driver through the GPU Operator", "recipe"
+        )
+    if view is None:
+        return DriverOwner(
+            "operator", "the recipe deploys the driver through the GPU Operator", "recipe"
+        )
+    rules = catalog.drift.driver_owner
+    for rule in rules.rules:
+        if evaluate(rule.when, view).status == "pass":
+            return DriverOwner(rule.owner, rule.reason, "facts")
+    return DriverOwner(rules.default, rules.default_reason, "default")
 
 
 def _failure(catalog: Catalog, overlay: Overlay, view: NodeView) -> str | None:

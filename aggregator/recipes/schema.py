@@ -227,22 +227,29 @@ class DriverBranchRow(_Versioned):
     version_fields: ClassVar[tuple[str, ...]] = ("max_cuda",)
 
 
+PEAK_FIGURES = ("peak_memory_bandwidth_tbps", "bf16_dense_tflops", "nvlink_bandwidth_gbps")
+
+
 class GpuRow(_Versioned):
-    """One GPU model: how NVML names it and what it needs and can do."""
+    """One GPU model: how the driver names it, what it needs, and its peak figures.
+
+    A GPU is found by PCI device id first (``pci_device_ids``; empty where no id is certain),
+    then by NVML name. A peak figure left null says why in ``peaks_unknown``.
+    """
 
     model: str
     accelerator: str = Name
     nvml_names: tuple[str, ...] = Field(min_length=1)
-    pci_device_ids: tuple[str, ...] = Field(min_length=1)
+    pci_device_ids: tuple[str, ...] = ()
     architecture: str
     compute_capability: str
     memory_gb: float
-    fabric_manager: bool
     min_driver: str
     min_cuda: str
     peak_memory_bandwidth_tbps: float | None = None
     bf16_dense_tflops: float | None = None
     nvlink_bandwidth_gbps: float | None = None
+    peaks_unknown: dict[str, str] = {}
 
     version_fields: ClassVar[tuple[str, ...]] = ("min_driver", "min_cuda", "compute_capability")
 
@@ -253,6 +260,19 @@ class GpuRow(_Versioned):
             if not (len(pci) == 4 and all(c in "0123456789abcdef" for c in pci)):
                 raise ValueError(f"PCI device id must be 4 lowercase hex digits, got {pci!r}")
         return ids
+
+    @model_validator(mode="after")
+    def _null_peaks_say_why(self) -> GpuRow:
+        for name in PEAK_FIGURES:
+            value, why = getattr(self, name), self.peaks_unknown.get(name)
+            if value is None and not why:
+                raise ValueError(f"{name} is null: give the reason in peaks_unknown.{name}")
+            if value is not None and why:
+                raise ValueError(f"{name} has a value and a reason it is unknown")
+        extra = sorted(set(self.peaks_unknown) - set(PEAK_FIGURES))
+        if extra:
+            raise ValueError(f"peaks_unknown names no peak figure: {', '.join(extra)}")
+        return self
 
 
 class KnownBadRow(Sourced):

@@ -28,8 +28,10 @@ HOUR = timedelta(hours=1)
 
 
 def h100_facts(**overrides: object) -> dict[str, Reading]:
-    """An EKS H100 node that matches its recipe; keyword overrides replace fact values."""
+    """An EKS H100 node, its driver from the GPU Operator, that matches its recipe; keyword
+    overrides replace fact values."""
     facts = {
+        "cluster.components.gpu_operator.version": "v26.7.0",
         "host.cloud_provider": "aws",
         "host.instance_type": "p5.48xlarge",
         "host.os_id": "ubuntu",
@@ -82,16 +84,21 @@ def test_first_facts_become_the_baseline_and_a_matching_node_has_no_findings(eng
     assert engine.open_findings() == []
 
 
-def test_a_driver_on_another_branch_is_critical_recipe_drift_then_closes(engine):
+def test_a_driver_ahead_of_the_recipe_is_a_warning_with_both_remedies_then_closes(engine):
     evaluate(engine, h100_facts())
-    opened = evaluate(engine, h100_facts(**{"driver.driver_version": "595.45.04"})).opened
+    newer = {"driver.driver_version": "595.45.04", "driver.fabric_manager_version": "595.45.04"}
+    opened = evaluate(engine, h100_facts(**newer)).opened
     recipe = next(f for f in opened if f.kind == "recipe")
+    # R595 is a production branch inside the recipe's range (>= 580): warn, never page.
     assert (recipe.component, recipe.expected, recipe.observed, recipe.severity) == (
         "driver",
         RECIPE_DRIVER,
         "595.45.04",
-        "critical",
+        "warning",
     )
+    assert "ahead of its recipe" in recipe.remediation
+    assert "roll the node back" in recipe.remediation and "accept" in recipe.remediation
+    assert not any(f.severity == "critical" for f in opened)
     closed = evaluate(engine, h100_facts()).closed
     assert recipe.id in {f.id for f in closed}
     assert all(f.closed_at is not None for f in closed)
@@ -100,8 +107,11 @@ def test_a_driver_on_another_branch_is_critical_recipe_drift_then_closes(engine)
 
 def test_a_patch_of_the_same_branch_is_only_a_warning(engine):
     evaluate(engine, h100_facts())
-    evaluate(engine, h100_facts(**{"driver.driver_version": "580.95.05"}))
+    older = {"driver.driver_version": "580.95.05", "driver.fabric_manager_version": "580.95.05"}
+    evaluate(engine, h100_facts(**older))
     assert ("recipe", "driver", "warning") in kinds(engine)
+    recipe = next(f for f in engine.open_findings() if f.kind == "recipe")
+    assert "behind its recipe" in recipe.remediation
 
 
 def test_a_failing_knowledge_rule_is_a_constraint_finding(engine):
@@ -148,9 +158,10 @@ def test_gpu_health_readings_and_missing_gpus(engine):
         }
     )
     evaluate(engine, sick)
+    # Links below the node's own baseline (18 links, x16): warnings (DESIGN.md's table).
     assert {
         ("health", "gpu1/ecc-uncorrected", "critical"),
-        ("health", "gpu0/nvlink-down", "critical"),
+        ("health", "gpu0/nvlink-down", "warning"),
         ("health", "gpu1/pcie-width", "warning"),
     } <= kinds(engine)
     one_gpu = {p: r for p, r in h100_facts().items() if not p.startswith("gpus[1]")}

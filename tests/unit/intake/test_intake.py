@@ -96,12 +96,12 @@ def test_a_fact_change_is_one_update_carrying_the_findings_it_opened():
     intake, _, evaluator, writer, counted = make()
     report(intake, h100(), 1, session="s1")
     writer.updates.clear()
-    report(intake, h100(driver="590.44.01"), 2)
+    report(intake, h100(driver="550.163.01"), 2)  # the R550 branch: end of life, below 580
     (update,) = writer.updates
     assert [c.path for c in update.changes] == ["driver.driver_version"]
     assert update.history is True
-    opened = {(f.kind, f.component) for f in update.opened}
-    assert ("recipe", "driver") in opened  # the node now differs from its recipe's pin
+    opened = {(f.kind, f.component, f.severity) for f in update.opened}
+    assert ("constraint", "driver-minimum", "critical") in opened
     assert {f.id for t in counted for f in t.opened} >= {f.id for f in update.opened}
     assert {f.id for f in evaluator.drift.open_findings("gpu-1")} >= {f.id for f in update.opened}
 
@@ -113,10 +113,10 @@ def test_a_full_write_queue_leaves_the_node_as_it_was():
     held = state.get("gpu-1").facts  # type: ignore[union-attr]
     writer.has_room = False
     writer.updates.clear()
-    assert report(intake, h100(driver="590.44.01"), 2) is False
+    assert report(intake, h100(driver="550.163.01"), 2) is False
     assert state.get("gpu-1").facts is held  # type: ignore[union-attr]
     assert writer.updates == [] and writer.dropped == 1
-    assert not any(f.component == "driver" for f in evaluator.drift.open_findings("gpu-1"))
+    assert not evaluator.drift.open_findings("gpu-1")
 
 
 def test_a_stream_that_ends_disconnects_the_node_only_if_it_last_reported():
@@ -164,12 +164,12 @@ async def test_restored_nodes_are_disconnected_until_evaluated_then_have_their_f
         agent_version="0.1.0",
         first_seen_at=datetime(2026, 11, 1, tzinfo=UTC),
         last_report_at=datetime(2026, 11, 28, tzinfo=UTC),
-        facts=h100(driver="590.44.01"),
+        facts=h100(driver="550.163.01"),
     )
     (node,) = intake.restore([stored], [], {})
     assert not node.connected and "gpu-1" not in evaluator.resolutions
     await intake.evaluate_restored([node])
     assert node.content_hash == content_hash(stored.facts)
-    assert any(f.component == "driver" for f in evaluator.drift.open_findings("gpu-1"))
+    assert any(f.component == "driver-minimum" for f in evaluator.drift.open_findings("gpu-1"))
     assert all(not u.changes for u in writer.updates)  # restoring stores no fact again
     assert state.get("gpu-1") is node

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from plumb.aggregator.recipes import Criteria, resolve
+from plumb.facts import Reading
 
 EKS_H100 = Criteria(service="eks", accelerator="h100", os="ubuntu", intent="training")
 
@@ -41,21 +42,27 @@ def test_driver_below_the_gpus_minimum(catalog, make_facts):
     assert ("gpu-minimum-driver", "critical") not in rules(catalog, facts, b200)[0]
 
 
-def test_driver_branch_past_end_of_life(catalog, make_facts):
+def test_driver_branch_past_end_of_life_is_critical(catalog, make_facts):
+    # DESIGN.md: an end-of-life branch gets no security or kernel-compat fixes: critical.
     fired, _ = rules(catalog, make_facts(driver="570.195.03", fabric_manager="570.195.03"))
-    assert (
-        "driver-branch-eol",
-        "warning",
-    ) in fired  # R570 ended 2026-02; the rule is dated 2026-09
+    assert ("driver-branch-eol", "critical") in fired  # R570 ended 2026-02; rule dated 2026-09
     assert not any(rule == "driver-branch-eol" for rule, _ in rules(catalog, make_facts())[0])
 
 
-def test_fabric_manager_missing_on_an_nvswitch_gpu(catalog, make_facts):
-    fired, found = rules(catalog, make_facts(fabric_manager=None))
+def test_fabric_manager_missing_where_the_gpus_report_an_nvswitch_fabric(catalog, make_facts):
+    facts = make_facts(fabric_manager=None)
+    facts |= {f"gpus[{i}].fabric_state": Reading.ok("In Progress") for i in range(8)}
+    fired, found = rules(catalog, facts)
     assert ("fabric-manager", "critical") in fired
     assert "not_supported" in next(f.message for f in found if f.rule == "fabric-manager")
     l4 = make_facts(gpu="NVIDIA L4", pci="0x27b8", fabric_manager=None, provider="gcp")
     assert not any(r == "fabric-manager" for r, _ in rules(catalog, l4, Criteria())[0])
+
+
+def test_an_nvswitch_sku_without_fabric_facts_gets_no_fabric_manager_finding(catalog, make_facts):
+    # Never by SKU alone: 8 H100 SXM GPUs, no fabric manager, no fabric state reported.
+    fired, _ = rules(catalog, make_facts(fabric_manager=None))
+    assert not any(r == "fabric-manager" for r, _ in fired)
 
 
 def test_fabric_manager_version_must_equal_the_driver(catalog, make_facts):
