@@ -103,7 +103,9 @@ def _upgrade_and_watch_drift(out: Console, base: str, profile: Path) -> str:
     metric = next(
         line
         for line in httpx.get(f"{base}/metrics").text.splitlines()
-        if line.startswith("plumb_node_drift{") and 'kind="recipe"' in line
+        if line.startswith("plumb_node_drift{")
+        and f'node="{UPGRADED_NODE}"' in line
+        and 'severity="critical"' in line
     )
     out.print("[bold]/metrics[/]")
     out.print(metric, markup=False, highlight=False)
