@@ -50,6 +50,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--ca-file", type=Path, help="CA certificate of the aggregator: stream over TLS")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--log-format", choices=LOG_FORMATS, help="text (default) or json lines")
+    p.add_argument("--version", action="version", version=f"plumb-agent {__version__}")
     return p.parse_args(argv)
 
 
