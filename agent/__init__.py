@@ -3,4 +3,7 @@
 Deployed alone in a slim image, so it never imports the aggregator.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import version
+
+# pyproject.toml holds the one version; this reads what was installed from it.
+__version__ = version("plumb")

@@ -27,7 +27,7 @@ from plumb.agent.settings import AgentSettings
 from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import ProfileError, profile_data, validate_profile
 from plumb.agent.stream import Collect, Identity, StreamClient
-from plumb.logs import configure_logging
+from plumb.logs import LOG_FORMATS, configure_logging
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--ca-file", type=Path, help="CA certificate of the aggregator: stream over TLS")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument("--log-format", choices=LOG_FORMATS, help="text (default) or json lines")
+    p.add_argument("--version", action="version", version=f"plumb-agent {__version__}")
     return p.parse_args(argv)
 
 
@@ -71,6 +73,7 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
             "token_file": args.token_file,
             "ca_file": args.ca_file,
             "log_level": args.log_level,
+            "log_format": args.log_format,
         }.items()
         if v is not None
     }
@@ -196,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"plumb-agent: invalid settings:\n{exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         node, collect, checks = make_node(settings)
         if args.once:

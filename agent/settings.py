@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from plumb.logs import LogFormat
+
 
 class StreamSettings(BaseModel):
     """How the agent talks to the aggregator."""
@@ -53,6 +55,8 @@ class AgentSettings(BaseSettings):
     # Simulation writes its fake host tree here; a temp dir when unset.
     sim_workdir: Path | None = None
     log_level: str = "INFO"
+    # Text for a terminal; the chart sets json, one object a line for the log pipeline.
+    log_format: LogFormat = "text"
     # The credential sent to the aggregator: the projected ServiceAccount token's file (the
     # chart mounts one with audience plumb; re-read on every connection, as it rotates), or
     # a shared token for clusters without Kubernetes identity.

@@ -1,3 +1,6 @@
 """Plumb aggregator: ingests agents' facts, keeps the live state and its history."""
 
-__version__ = "0.1.0"
+from importlib.metadata import version
+
+# pyproject.toml holds the one version; this reads what was installed from it.
+__version__ = version("plumb")

@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from plumb.logs import LogFormat
+
 
 class IngestSettings(BaseModel):
     """Bounds and timers of the agents' streams."""
@@ -214,6 +216,8 @@ class AggregatorSettings(BaseSettings):
     # Embedded SQLite by default: one process serves a lab cluster and the demo.
     db: str = "sqlite:///plumb.db"
     log_level: str = "INFO"
+    # Text for a terminal; the chart sets json, one object a line for the log pipeline.
+    log_format: LogFormat = "text"
     ingest: IngestSettings = IngestSettings()
     store: StoreSettings = StoreSettings()
     recipes: RecipeSettings = RecipeSettings()

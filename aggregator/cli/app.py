@@ -17,6 +17,7 @@ import httpx
 import typer
 from rich.console import Console
 
+from plumb.aggregator import __version__
 from plumb.aggregator.errors import STATUS
 
 app = typer.Typer(
@@ -39,6 +40,12 @@ class Output(StrEnum):
 _options: dict[str, Path | None] = {"token_file": None, "ca_file": None}
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        out.print(f"plumb {__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _connection_options(
     token_file: Annotated[
@@ -52,6 +59,10 @@ def _connection_options(
         Path | None,
         typer.Option(envvar="PLUMB_CA_FILE", help="CA certificate to trust for an https server"),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="print it, exit"),
+    ] = False,
 ) -> None:
     """Plumb: the live truth of a GPU cluster's software stack."""
     _options.update(token_file=token_file, ca_file=ca_file)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from plumb.aggregator.cli.app import app, err
 from plumb.aggregator.errors import STATUS, PlumbError
 from plumb.aggregator.settings import AggregatorSettings
-from plumb.logs import configure_logging
+from plumb.logs import LogFormat, configure_logging
 
 
 @app.command()
@@ -20,6 +20,7 @@ def serve(
     http_listen: Annotated[str | None, typer.Option(help="HTTP API address")] = None,
     db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite file)")] = None,
     log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = None,
+    log_format: Annotated[LogFormat | None, typer.Option(help="text or json lines")] = None,
 ) -> None:
     """Run the aggregator: gRPC for agents, HTTP for people and Prometheus."""
     from plumb.aggregator.process import serve as run_server
@@ -29,13 +30,14 @@ def serve(
         "http_listen": http_listen,
         "db": db,
         "log_level": log_level,
+        "log_format": log_format,
     }
     try:
         settings = AggregatorSettings(**{k: v for k, v in flags.items() if v is not None})
     except ValidationError as exc:
         err.print(f"plumb serve: invalid settings:\n{exc}")
         raise typer.Exit(2) from exc
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run_server(settings))
     except PlumbError as exc:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+import plumb.aggregator as aggregator_package
 from plumb.aggregator.errors import PlumbError
 from plumb.aggregator.recipes import schema
 from plumb.aggregator.recipes.check_catalog import CheckFile, Checks
@@ -36,8 +37,13 @@ class RecipeError(PlumbError):
 
 
 def default_root() -> Path:
-    """The repository's ``recipes/`` directory."""
-    return Path(__file__).resolve().parents[2] / "recipes"
+    """The shipped ``recipes/``: beside the ``plumb.aggregator`` package in either layout.
+
+    A wheel installs the top-level recipes/ as the ``plumb.recipes`` package data, so it is
+    ``plumb/recipes`` beside ``plumb/aggregator``; a checkout (and its editable install) has
+    ``recipes/`` beside ``aggregator/``. PLUMB_RECIPES__DIR overrides both.
+    """
+    return Path(aggregator_package.__file__).resolve().parents[1] / "recipes"
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,7 @@ class Catalog:
 
 
 def load_catalog(root: Path | None = None) -> Catalog:
-    """Load and validate the recipes under ``root`` (default: the repository's ``recipes/``)."""
+    """Load and validate the recipes under ``root`` (default: the shipped ``recipes/``)."""
     return _Loader(root or default_root()).load()
 
 

@@ -11,13 +11,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "plumb"
-MONITORING_APIS = (
-    "monitoring.coreos.com/v1/ServiceMonitor",
-    "monitoring.coreos.com/v1/PrometheusRule",
-)
 
 # Every optional feature on: PostgreSQL, two replicas, a separate validation namespace,
-# NetworkPolicy, ServiceMonitor and PrometheusRule (the last two need MONITORING_APIS).
+# NetworkPolicy, ServiceMonitor and PrometheusRule.
 ALL_ON: dict[str, Any] = {
     "networkPolicy": {
         "enabled": True,
@@ -62,5 +58,69 @@ SECURED: dict[str, Any] = {
             "rateLimit": {"perSecond": 5, "burst": 20},
         },
         "tls": {"secret": "plumb-tls"},
+    },
+}
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+# Every value an embedding chart sets on the pods, as the GPU Operator's and dcgm-exporter's
+# charts take them, plus the ServiceMonitor's scrape options and the Grafana dashboard.
+EMBEDDED: dict[str, Any] = {
+    "global": {"imagePullSecrets": ["umbrella-pull"], "storageClass": "fast"},
+    "image": {"digest": DIGEST},
+    "imagePullSecrets": [{"name": "regcred"}],
+    "commonLabels": {"team": "gpu-platform", "app.kubernetes.io/name": "ignored"},
+    "logFormat": "text",
+    "agent": {
+        "nodeSelector": {"node-role.example.com/gpu": "true"},
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": "other-agent"}},
+                        },
+                    }
+                ]
+            }
+        },
+        "tolerations": [{"key": "example.com/dedicated", "operator": "Exists"}],
+        "priorityClassName": "gpu-critical",
+        "podLabels": {"cost-center": "ml", "app.kubernetes.io/component": "not-the-agent"},
+        "podAnnotations": {"example.com/scrape": "false"},
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"}],
+        "extraVolumes": [{"name": "extra-ca", "configMap": {"name": "corp-ca"}}],
+        "extraVolumeMounts": [{"name": "extra-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
+        "podSecurityContext": {"runAsUser": 1001, "runAsGroup": 1001},
+        "securityContext": {"readOnlyRootFilesystem": False},
+    },
+    "aggregator": {
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "example.com/infra", "operator": "Exists", "effect": "NoSchedule"}],
+        "priorityClassName": "infra-high",
+        "podLabels": {"cost-center": "ml"},
+        "extraEnv": [{"name": "PLUMB_STORE__QUEUE_MAX", "value": "5000"}],
+        "extraVolumes": [{"name": "scratch", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+        "podSecurityContext": {"fsGroup": 2000},
+        "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}},
+    },
+    "serviceMonitor": {
+        "enabled": True,
+        "interval": "15s",
+        "scrapeTimeout": "10s",
+        "honorLabels": True,
+        "relabelings": [{"targetLabel": "cluster", "replacement": "gpu-east"}],
+        "metricRelabelings": [
+            {"sourceLabels": ["__name__"], "regex": "plumb_ingest_.*", "action": "drop"}
+        ],
+    },
+    "grafanaDashboard": {
+        "enabled": True,
+        "namespace": "monitoring",
+        "annotations": {"grafana_folder": "GPU"},
     },
 }

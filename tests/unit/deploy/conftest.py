@@ -55,6 +55,25 @@ def values_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str,
     return write
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a mapping with a key twice: PyYAML keeps the last silently,
+    the API server warns or refuses, and a label given twice is a template bug."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        keys = [self.construct_object(k, deep=True) for k, _ in node.value]
+        twice = sorted({str(k) for k in keys if keys.count(k) > 1})
+        if twice:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate keys {twice}", node.start_mark
+            )
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """Rendered manifests as objects; a duplicated key anywhere fails."""
+    return [doc for doc in yaml.load_all(text, Loader=UniqueKeyLoader) if doc]
+
+
 @pytest.fixture(scope="session")
 def render(
     helm: Callable[..., subprocess.CompletedProcess], values_file: Callable[[dict[str, Any]], Path]
@@ -74,8 +93,7 @@ def render(
             args += ["-f", str(values_file(values))]
         for api in api_versions:
             args += ["--api-versions", api]
-        text = helm(*args).stdout
-        return [doc for doc in yaml.safe_load_all(text) if doc]
+        return parse(helm(*args).stdout)
 
     return run
 

@@ -1,4 +1,4 @@
-"""The Helm chart: lint, schema validation of its output, and the shape issue 7 asks for."""
+"""The Helm chart: lint, schema validation of its output, and the shape issues 7 and 17 ask for."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from chart_cases import ALL_ON, CHART, MONITORING_APIS, PERSISTENT, SECURED
+from chart_cases import ALL_ON, CHART, DIGEST, EMBEDDED, PERSISTENT, SECURED
 
 from plumb.agent.settings import AgentSettings
 from plumb.aggregator.settings import AggregatorSettings
@@ -15,6 +15,15 @@ from plumb.aggregator.settings import AggregatorSettings
 PENDING_AGENT_ENV: set[str] = set()
 PENDING_AGGREGATOR_ENV: set[str] = set()
 BUILTIN_GROUPS_SKIPPED = ("monitoring.coreos.com/",)  # CRDs: no schema in kubernetes-validate
+# The Kubernetes minors users run (issue 17), and the newest the helm binary is built for.
+KUBE_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33", "1.35")
+CASES = {
+    "defaults": None,
+    "all-optional-on": ALL_ON,
+    "sqlite-pvc": PERSISTENT,
+    "secured": SECURED,
+    "embedded": EMBEDDED,
+}
 
 
 def container(objects: list[dict[str, Any]], kind: str, find_object) -> dict[str, Any]:
@@ -25,11 +34,7 @@ def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in c["env"]}
 
 
-@pytest.mark.parametrize(
-    "values",
-    [None, ALL_ON, PERSISTENT, SECURED],
-    ids=["defaults", "all-optional-on", "sqlite-pvc", "secured"],
-)
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
 def test_helm_lint_strict_passes(helm, values_file, values):
     args = ["lint", "--strict", str(CHART)]
     if values:
@@ -37,24 +42,21 @@ def test_helm_lint_strict_passes(helm, values_file, values):
     helm(*args)
 
 
-@pytest.mark.parametrize(
-    ("values", "apis"),
-    [(None, ()), (ALL_ON, MONITORING_APIS), (PERSISTENT, ()), (SECURED, MONITORING_APIS)],
-    ids=["defaults", "all-optional-on", "sqlite-pvc", "secured"],
-)
-def test_every_builtin_object_passes_strict_schema_validation(render, values, apis):
-    objects = render(values, api_versions=apis)
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
+def test_every_builtin_object_passes_strict_schema_validation(render, values, kube_version):
+    objects = render(values, kube_version=f"{kube_version}.0")
     checked = 0
     for obj in objects:
         if obj["apiVersion"].startswith(BUILTIN_GROUPS_SKIPPED):
             continue
-        kubernetes_validate.validate(obj, "1.35", strict=True)
+        kubernetes_validate.validate(obj, kube_version, strict=True)
         checked += 1
     assert checked >= 10
 
 
 def test_all_optional_features_render_every_kind(render):
-    kinds = {o["kind"] for o in render(ALL_ON, api_versions=MONITORING_APIS)}
+    kinds = {o["kind"] for o in render(ALL_ON)}
     assert kinds >= {
         "DaemonSet",
         "Deployment",
@@ -71,9 +73,10 @@ def test_all_optional_features_render_every_kind(render):
     }
 
 
-def test_monitoring_objects_need_the_monitoring_api(render):
-    kinds = {o["kind"] for o in render(ALL_ON)}
-    assert not kinds & {"ServiceMonitor", "PrometheusRule"}
+def test_monitoring_objects_render_whenever_enabled_without_asking_the_cluster(render):
+    # helm template knows no CRDs; an enabled ServiceMonitor must not vanish silently.
+    assert {o["kind"] for o in render(ALL_ON)} >= {"ServiceMonitor", "PrometheusRule"}
+    assert not {o["kind"] for o in render()} & {"ServiceMonitor", "PrometheusRule", "ConfigMap"}
 
 
 def test_agent_runs_on_any_gpu_label_or_the_opt_in_label(render, find_object):
@@ -95,12 +98,15 @@ def test_agent_runs_on_any_gpu_label_or_the_opt_in_label(render, find_object):
     ]
 
 
-def test_agent_tolerates_gpu_taint_and_requests_no_gpu(render, find_object):
-    objects = render()
-    pod = find_object(objects, "DaemonSet")["spec"]["template"]["spec"]
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
-        "tolerations"
-    ]
+def test_agent_tolerates_every_noschedule_taint_at_node_critical_priority(render, find_object):
+    # As the NVIDIA device plugin and dcgm-exporter: no key, so every NoSchedule taint.
+    pod = find_object(render(), "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [{"operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["priorityClassName"] == "system-node-critical"
+
+
+def test_agent_requests_no_gpu(render, find_object):
+    pod = find_object(render(), "DaemonSet")["spec"]["template"]["spec"]
     resources = pod["containers"][0]["resources"]
     for section in resources.values():
         assert not any(k.startswith("nvidia.com/") for k in section)
@@ -316,7 +322,7 @@ def _mounted_items(pod: dict[str, Any], c: dict[str, Any], path: str) -> tuple[s
 
 
 def test_api_tokens_and_tls_come_from_secrets(render, find_object, monkeypatch):
-    objects = render(SECURED, api_versions=MONITORING_APIS)
+    objects = render(SECURED)
     deployment = find_object(objects, "Deployment")["spec"]["template"]["spec"]
     agg = deployment["containers"][0]
     settings = _settings_from(env_of(agg), monkeypatch)
@@ -357,3 +363,141 @@ def test_by_default_the_api_has_no_anonymous_read_and_no_tls(render, find_object
     assert not settings.tls.enabled
     assert agg["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
     assert "PLUMB_CA_FILE" not in env_of(container(objects, "DaemonSet", find_object))
+
+
+def cluster_grants(objects: list[dict[str, Any]], find_object) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in find_object(objects, "ClusterRole")["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_aggregator_may_patch_nodes_only_with_node_writes(render, find_object):
+    granted = cluster_grants(render(), find_object)
+    assert {("", "nodes", "get"), ("", "nodes", "list"), ("", "nodes", "watch")} <= granted
+    assert not {(r, v) for _, r, v in granted if r.startswith("nodes") and v != "get"} - {
+        ("nodes", "list"),
+        ("nodes", "watch"),
+    }
+    written = cluster_grants(render({"aggregator": {"nodeWrites": True}}), find_object)
+    assert written - granted == {("", "nodes", "patch"), ("", "nodes/status", "patch")}
+
+
+def pod_of(objects: list[dict[str, Any]], kind: str, find_object) -> dict[str, Any]:
+    return find_object(objects, kind)["spec"]["template"]
+
+
+def test_pod_templates_carry_the_selector_labels_once_and_win_over_pod_labels(render, find_object):
+    objects = render(EMBEDDED)
+    for kind, component in (("DaemonSet", "agent"), ("Deployment", "aggregator")):
+        workload = find_object(objects, kind)
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert workload["spec"]["selector"]["matchLabels"] == {
+            "app.kubernetes.io/name": "plumb",
+            "app.kubernetes.io/instance": "plumb",
+            "app.kubernetes.io/component": component,
+        }
+        assert labels.items() >= workload["spec"]["selector"]["matchLabels"].items()
+        assert (labels["cost-center"], labels["team"]) == ("ml", "gpu-platform")
+        assert "helm.sh/chart" not in labels  # a chart bump alone restarts no pod
+
+
+def test_common_labels_reach_every_object_but_never_the_chart_s_own(render):
+    objects = render(EMBEDDED)
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["team"] == "gpu-platform", obj["kind"]
+        assert labels["app.kubernetes.io/name"] == "plumb", obj["kind"]
+
+
+def test_agent_takes_the_scheduling_values_of_the_gpu_operator_charts(render, find_object):
+    pod = pod_of(render(EMBEDDED), "DaemonSet", find_object)
+    spec = pod["spec"]
+    assert spec["nodeSelector"] == {"node-role.example.com/gpu": "true"}
+    assert spec["tolerations"] == [{"key": "example.com/dedicated", "operator": "Exists"}]
+    assert spec["priorityClassName"] == "gpu-critical"
+    # The user's affinity adds to the GPU node affinity, which stays.
+    affinity = spec["affinity"]
+    assert affinity["podAntiAffinity"] == EMBEDDED["agent"]["affinity"]["podAntiAffinity"]
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert len(terms["nodeSelectorTerms"]) == 3
+    assert pod["metadata"]["annotations"] == {"example.com/scrape": "false"}
+
+
+def test_agent_node_affinity_of_its_own_replaces_the_gpu_labels(render, find_object):
+    mine = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}
+            ]
+        }
+    }
+    values = {"agent": {"affinity": {"nodeAffinity": mine}}}
+    spec = pod_of(render(values), "DaemonSet", find_object)["spec"]
+    assert spec["affinity"] == {"nodeAffinity": mine}
+
+
+@pytest.mark.parametrize(
+    ("kind", "component"), [("DaemonSet", "agent"), ("Deployment", "aggregator")]
+)
+def test_extra_env_volumes_and_security_contexts_reach_the_pod(
+    render, find_object, kind, component
+):
+    objects = render(EMBEDDED)
+    values = EMBEDDED[component]
+    spec = pod_of(objects, kind, find_object)["spec"]
+    c = spec["containers"][0]
+    assert c["env"][-len(values["extraEnv"]) :] == values["extraEnv"]
+    assert c["volumeMounts"][-1] == values["extraVolumeMounts"][0]
+    assert spec["volumes"][-1] == values["extraVolumes"][0]
+    # Set keys change; the chart's other hardening stays.
+    assert spec["securityContext"].items() >= values["podSecurityContext"].items()
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"].items() >= values["securityContext"].items()
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["image"] == f"ghcr.io/plumb-dev/plumb@{DIGEST}"
+    assert spec["imagePullSecrets"] == [{"name": "umbrella-pull"}, {"name": "regcred"}]
+    assert env_of(c)["PLUMB_LOG_FORMAT"]["value"] == "text"
+
+
+def test_both_processes_log_json_by_default(render, find_object, monkeypatch):
+    objects = render()
+    agent_env = env_of(container(objects, "DaemonSet", find_object))
+    assert agent_env["PLUMB_LOG_FORMAT"]["value"] == "json"
+    aggregator_env = env_of(container(objects, "Deployment", find_object))
+    assert _settings_from(aggregator_env, monkeypatch).log_format == "json"
+
+
+def test_service_monitor_takes_relabelings_and_scrape_options(render, find_object):
+    endpoint = find_object(render(EMBEDDED), "ServiceMonitor")["spec"]["endpoints"][0]
+    monitor = EMBEDDED["serviceMonitor"]
+    assert endpoint["interval"] == "15s"
+    assert endpoint["scrapeTimeout"] == "10s"
+    assert endpoint["honorLabels"] is True
+    assert endpoint["relabelings"] == monitor["relabelings"]
+    assert endpoint["metricRelabelings"] == monitor["metricRelabelings"]
+    plain = find_object(render(ALL_ON), "ServiceMonitor")["spec"]["endpoints"][0]
+    assert "scrapeTimeout" not in plain and plain["honorLabels"] is False
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"logFormat": "xml"},
+        {"image": {"digest": "latest"}},
+        {"commonLabels": {"team": "has spaces"}},
+        {"agent": {"podLabels": {"bad key!": "x"}}},
+        {"agent": {"extraEnv": [{"value": "no name"}]}},
+        {"agent": {"extraVolumeMounts": [{"name": "x"}]}},
+        {"serviceMonitor": {"scrapeTimeout": "ten seconds"}},
+        {"grafanaDashboard": {"labels": {"grafana_dashboard": 1}}},
+    ],
+    ids=["log-format", "digest", "label-value", "label-key", "env", "mount", "timeout", "dash"],
+)
+def test_schema_rejects_bad_embedding_values(helm, values_file, bad):
+    result = helm("template", "plumb", str(CHART), "-f", str(values_file(bad)), check=False)
+    assert result.returncode != 0
+    assert "schema" in result.stderr

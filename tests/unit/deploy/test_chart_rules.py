@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import yaml
-from chart_cases import ALL_ON, CHART, MONITORING_APIS, ROOT
+from chart_cases import ALL_ON, CHART, ROOT
 
 SOURCE = ROOT / "deploy" / "prometheus" / "rules.yml"
 COPY = CHART / "files" / "rules.yml"
@@ -29,7 +29,7 @@ def test_rules_file_is_a_prometheus_rule_file():
 
 
 def test_prometheus_rule_spec_is_the_rules_file(render, find_object):
-    rule = find_object(render(ALL_ON, api_versions=MONITORING_APIS), "PrometheusRule")
+    rule = find_object(render(ALL_ON), "PrometheusRule")
     assert rule["spec"]["groups"] == yaml.safe_load(SOURCE.read_text())["groups"]
     assert rule["metadata"]["labels"]["release"] == "prometheus"
 

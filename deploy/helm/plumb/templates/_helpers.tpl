@@ -25,13 +25,30 @@
 {{- printf "%s-aggregator" (include "plumb.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* Labels of every object: commonLabels, then the chart's own (which win on a clash). */}}
 {{- define "plumb.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/name: {{ include "plumb.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: plumb
+{{- $own := dict
+      "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-")
+      "app.kubernetes.io/name" (include "plumb.name" .)
+      "app.kubernetes.io/instance" .Release.Name
+      "app.kubernetes.io/version" .Chart.AppVersion
+      "app.kubernetes.io/managed-by" .Release.Service
+      "app.kubernetes.io/part-of" "plumb" }}
+{{- toYaml (merge $own (omit .Values.commonLabels "app.kubernetes.io/component")) }}
+{{- end }}
+
+{{/* A pod template's labels, each key once: commonLabels, the component's podLabels, then
+     the selector labels and version, which always win so the selector keeps matching.
+     Called with (list $ "agent" .Values.agent.podLabels). */}}
+{{- define "plumb.podLabels" -}}
+{{- $ctx := index . 0 }}
+{{- $own := dict
+      "app.kubernetes.io/name" (include "plumb.name" $ctx)
+      "app.kubernetes.io/instance" $ctx.Release.Name
+      "app.kubernetes.io/component" (index . 1)
+      "app.kubernetes.io/version" $ctx.Chart.AppVersion
+      "app.kubernetes.io/part-of" "plumb" }}
+{{- toYaml (merge $own (deepCopy (index . 2)) (deepCopy $ctx.Values.commonLabels)) }}
 {{- end }}
 
 {{- define "plumb.agent.selectorLabels" -}}
@@ -46,23 +63,55 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: aggregator
 {{- end }}
 
+{{/* repository@digest when image.digest is set, else repository:tag (default appVersion). */}}
 {{- define "plumb.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* imagePullSecrets and an umbrella chart's global.imagePullSecrets (names or {name: }). */}}
+{{- define "plumb.imagePullSecrets" -}}
+{{- $names := list }}
+{{- range concat ((.Values.global).imagePullSecrets | default list) .Values.imagePullSecrets }}
+{{- if kindIs "string" . }}
+{{- $names = append $names . }}
+{{- else }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- end }}
+{{- with uniq $names }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{- define "plumb.validationNamespace" -}}
 {{- default .Release.Namespace .Values.aggregator.validationNamespace }}
 {{- end }}
 
-{{/* Container hardening both processes share: nothing beyond reading files and sockets. */}}
-{{- define "plumb.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: ["ALL"]
-seccompProfile:
-  type: RuntimeDefault
+{{/* The agent's node affinity: the terms are ORed, so a node with any one of
+     agent.gpuNodeLabels or agent.optInLabel runs the agent. */}}
+{{- define "plumb.agent.nodeAffinity" -}}
+nodeAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    nodeSelectorTerms:
+      {{- range .Values.agent.gpuNodeLabels }}
+      - matchExpressions:
+          - key: {{ .key }}
+            operator: In
+            values: [{{ .value | quote }}]
+      {{- end }}
+      {{- with .Values.agent.optInLabel }}
+      - matchExpressions:
+          - key: {{ .key }}
+            operator: In
+            values: [{{ .value | quote }}]
+      {{- end }}
 {{- end }}
 
 {{/* The volume name of a host path: "/var/lib/dpkg" -> "host-var-lib-dpkg". */}}
