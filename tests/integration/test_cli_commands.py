@@ -52,7 +52,8 @@ def test_nodes_node_and_drift_print_plain_text_when_piped(aggregator, start_agen
 
     node = plumb(aggregator, "node", "h100-b")
     assert node.returncode == 0 and "\x1b" not in node.stdout
-    assert "Roll the node to the recipe's driver" in node.stdout
+    # The driver moved without its fabric manager: that finding's fix is the critical one.
+    assert "install and start nvidia-fabricmanager 595.45.04" in node.stdout
     assert "driver.driver_version" in node.stdout
 
     drift = plumb(aggregator, "drift")

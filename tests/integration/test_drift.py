@@ -28,7 +28,12 @@ def test_a_fleet_that_matches_its_recipes_has_no_findings(aggregator, start_agen
     assert findings(aggregator) == []
 
 
-def test_a_driver_off_recipe_opens_findings_that_close_when_restored(aggregator, start_agent):
+def test_a_driver_upgrade_that_leaves_fabric_manager_behind_is_critical_until_restored(
+    aggregator, start_agent
+):
+    # No GPU Operator here: the host image owns the driver, so a newer driver than the recipe
+    # pins is no page by itself (recipes/drift.yaml). The NVSwitch node's fabric manager left
+    # on the old version is: it refuses to start, and the GPUs cannot talk over NVLink.
     agents = start_pool(aggregator, start_agent)
     original = aggregator.node("h100-0")["driver_version"]
     agents[0].edit(lambda spec: spec["driver"].update(version=OUTSIDE_RECIPE))
@@ -37,20 +42,26 @@ def test_a_driver_off_recipe_opens_findings_that_close_when_restored(aggregator,
         lambda: (
             keys(findings(aggregator, node="h100-0"))
             >= {
-                ("h100-0", "recipe", "driver", "critical"),
+                ("h100-0", "constraint", "fabric-manager", "critical"),
                 ("h100-0", "baseline", "driver.driver_version", "warning"),
                 ("h100-0", "pool", "driver", "warning"),
             }
             and findings(aggregator, node="h100-0")
         ),
-        what="recipe, baseline and pool findings",
+        what="fabric manager, baseline and pool findings",
     )
-    recipe = next(f for f in opened if f["kind"] == "recipe")
-    assert recipe["expected"] == original and recipe["observed"] == OUTSIDE_RECIPE
-    assert recipe["remediation"] and len(recipe["recipe_hash"]) == 64
+    assert not [f for f in opened if f["kind"] == "recipe" and f["severity"] == "critical"]
+    fabric = next(f for f in opened if f["component"] == "fabric-manager")
+    assert original in fabric["observed"] and OUTSIDE_RECIPE in fabric["observed"]
+    assert fabric["remediation"] and len(fabric["recipe_hash"]) == 64
     assert (
         "plumb_node_drift",
-        {"node": "h100-0", "kind": "recipe", "component": "driver", "severity": "critical"},
+        {
+            "node": "h100-0",
+            "kind": "constraint",
+            "component": "fabric-manager",
+            "severity": "critical",
+        },
         1.0,
     ) in scrape(aggregator)
     assert ("plumb_pool_driver_versions", {"pool": "eks/h100/ubuntu/any/any"}, 2.0) in scrape(
@@ -74,7 +85,7 @@ def test_a_driver_off_recipe_opens_findings_that_close_when_restored(aggregator,
     assert not [s for s in samples if s[0] == "plumb_node_drift"]
     assert (
         "plumb_drift_transitions_total",
-        {"kind": "recipe", "severity": "critical", "action": "closed"},
+        {"kind": "constraint", "severity": "critical", "action": "closed"},
         1.0,
     ) in samples
     ok = subprocess.run(
@@ -129,7 +140,9 @@ def test_gpu_health_findings_follow_the_readings(aggregator, start_agent):
     )
     assert found["gpu3/ecc-uncorrected"]["severity"] == "critical"
     assert found["gpu3/ecc-uncorrected"]["observed"] == "2"
-    assert found["gpu3/nvlink-down"]["expected"] == "18"
+    # Fewer links than the node had at its baseline (18 of 18): a warning, not a page.
+    assert found["gpu3/nvlink-down"]["expected"] == "18 (baseline)"
+    assert found["gpu3/nvlink-down"]["severity"] == "warning"
     agent.edit(lambda spec: spec["gpus"].update(overrides={}))
     until(lambda: findings(aggregator, kind="health") == [], what="health findings to close")
 

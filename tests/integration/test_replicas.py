@@ -101,7 +101,7 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
         lambda: (
             (f := _views(a, b, "/v1/drift"))
             and {(x["node"], x["kind"]) for x in f}
-            >= {(NODES[0], "recipe"), (NODES[0], "baseline"), (NODES[0], "pool")}
+            >= {(NODES[0], "constraint"), (NODES[0], "baseline"), (NODES[0], "pool")}
             and f
         ),
         what="the same findings on both replicas",
