@@ -182,6 +182,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         streams,
         intake,
         state,
+        writer,
         validator,
         settings.ingest,
         IngestMetrics(registry),

@@ -33,6 +33,7 @@ from plumb.aggregator.intake.intake import Intake, StreamStart
 from plumb.aggregator.metrics.collectors import IngestMetrics
 from plumb.aggregator.settings import IngestSettings
 from plumb.aggregator.state.live import LiveState, utcnow
+from plumb.aggregator.store import Writer
 from plumb.aggregator.validation import Validator
 from plumb.aggregator.validation.wire import agent_result
 from plumb.v1 import agent_pb2, agent_pb2_grpc
@@ -48,6 +49,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         streams: Streams,
         intake: Intake,
         state: LiveState,
+        writer: Writer,
         validator: Validator,
         settings: IngestSettings,
         metrics: IngestMetrics,
@@ -57,6 +59,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._streams = streams
         self._intake = intake
         self._state = state  # read only: the held facts a resend or a delta is checked against
+        self._writer = writer  # read only: how far it has written, for Ack.durable_seq
         # CheckResults go to validation, and so does a stream's end (what it owed fails).
         self._validator = validator
         self._auth = auth
@@ -208,10 +211,11 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             if wire.content_hash(flat) != digest:
                 raise InvalidInput("FullFacts content_sha256 does not match its facts")
         start = None if session.has_facts else _start(session)
-        if not self._intake.report(session.node, full.seq, flat, digest, start):
+        ticket = self._intake.report(session.node, full.seq, flat, digest, start)
+        if ticket is None:
             return self._store_full(session)
         session.seq, session.has_facts, session.awaiting_full = full.seq, True, False
-        return _ack(full.seq)
+        return self._ack(session, full.seq, ticket)
 
     def _delta(
         self, session: Session, delta: agent_pb2.FactsDelta
@@ -240,10 +244,11 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             )
         if wire.content_hash(new) != digest:
             return self._resync(session, "hash_mismatch", "facts differ after applying the delta")
-        if not self._intake.report(session.node, delta.seq, new, digest):
+        ticket = self._intake.report(session.node, delta.seq, new, digest)
+        if ticket is None:
             return self._store_full(session)
         session.seq = delta.seq
-        return _ack(delta.seq)
+        return self._ack(session, delta.seq, ticket)
 
     def _heartbeat(
         self, session: Session, beat: agent_pb2.Heartbeat
@@ -266,6 +271,16 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         log.info("resync requested", extra={"node": session.node, "reason": detail})
         return agent_pb2.ConnectResponse(resync=agent_pb2.Resync(reason=detail))
 
+    def _ack(self, session: Session, seq: int, ticket: int) -> agent_pb2.ConnectResponse:
+        """Ack `seq`, saying which of this stream's changes the database holds by now."""
+        session.unstored.append((ticket, seq))
+        done = self._writer.done
+        while session.unstored and session.unstored[0][0] <= done:
+            session.durable_seq = session.unstored.popleft()[1]
+        return agent_pb2.ConnectResponse(
+            ack=agent_pb2.Ack(seq=seq, durable_seq=session.durable_seq)
+        )
+
     def _store_full(self, session: Session) -> agent_pb2.ConnectResponse:
         log.warning("store queue full, facts refused", extra={"node": session.node})
         return self._resync(session, "store_full", "the aggregator's write queue is full")
@@ -281,7 +296,3 @@ def _bearer(metadata: tuple | None) -> str | None:
         if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
             return value.removeprefix("Bearer ").strip() or None
     return None
-
-
-def _ack(seq: int) -> agent_pb2.ConnectResponse:
-    return agent_pb2.ConnectResponse(ack=agent_pb2.Ack(seq=seq))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 
 from plumb.v1 import agent_pb2
@@ -36,6 +37,10 @@ class Session:
     awaiting_full: bool = False
     # Why the aggregator cancelled this stream: "superseded" or "shutdown".
     ended_by: str | None = None
+    # (writer ticket, seq) of acknowledged changes not yet known stored, oldest first, and
+    # the highest seq known stored (Ack.durable_seq).
+    unstored: deque[tuple[int, int]] = field(default_factory=deque)
+    durable_seq: int = 0
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 

@@ -72,12 +72,13 @@ class Intake:
         reported: dict[str, Reading],
         digest: str,
         start: StreamStart | None = None,
-    ) -> bool:
-        """Make `reported` the node's facts (with the cluster's overlay); False, and nothing
-        changed, when the store cannot take the change now. `start` marks the first facts of
-        a stream: the node is connected from then on."""
+    ) -> int | None:
+        """Make `reported` the node's facts (with the cluster's overlay): the writer's ticket
+        for the change (`Writer.done` reaches it once stored), or None, and nothing changed,
+        when the store cannot take it now. `start` marks the first facts of a stream: the
+        node is connected from then on."""
         if not self._writer.room_for(name):
-            return False
+            return None
         now = self._clock()
         node = self._state.node(name, now)
         # A node's very first facts are its starting point, not a change: they go to the facts
@@ -102,8 +103,7 @@ class Intake:
         node.facts, node.reported, node.content_hash = merged, reported, digest
         node.reported_verified = True
         node.seq, node.last_report_at = seq, now
-        self._commit(node, update, evaluate=bool(changes))
-        return True
+        return self._commit(node, update, evaluate=bool(changes))
 
     def heartbeat(self, name: str) -> None:
         """The node's agent is alive; its facts are as held."""
@@ -247,9 +247,10 @@ class Intake:
 
     # -- one update per change -----------------------------------------------------------------
 
-    def _commit(self, node: NodeState, update: NodeUpdate | None, *, evaluate: bool = True) -> None:
+    def _commit(self, node: NodeState, update: NodeUpdate | None, *, evaluate: bool = True) -> int:
         """Evaluate `node` (when asked) and submit `update` with the node's own transitions;
-        other nodes' transitions (its pool mates') follow as their own updates."""
+        other nodes' transitions (its pool mates') follow as their own updates. The ticket of
+        the node's own update."""
         self._state.changed()
         transitions = self._evaluator.node_changed(node) if evaluate else []
         own = [t for t in transitions if t.node == node.name]
@@ -257,6 +258,7 @@ class Intake:
             update = _with_transitions(update or NodeUpdate(node=node.name, at=self._clock()), own)
         if update is not None:
             self._writer.submit(update)  # the caller made sure there is room
+        ticket = self._writer.submitted
         for t in transitions:
             if t.node != node.name:
                 self._writer.submit(
@@ -264,6 +266,7 @@ class Intake:
                 )
             self._count(t)
             _log(t)
+        return ticket
 
     def _submit(self, update: NodeUpdate) -> None:
         if not self._writer.submit(update):

@@ -78,6 +78,17 @@ class Writer:
         return False
 
     @property
+    def submitted(self) -> int:
+        """How many updates were ever queued: the last one's ticket (tickets count from 1)."""
+        return self._submitted
+
+    @property
+    def done(self) -> int:
+        """How many of the queued updates are written, in queue order: the update with ticket
+        ``t`` is in the database once ``done >= t`` (or was refused by it and logged)."""
+        return self._done
+
+    @property
     def pending(self) -> int:
         """Updates accepted but not yet written, the batch in flight included."""
         return len(self._buffer)

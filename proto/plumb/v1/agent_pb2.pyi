@@ -114,10 +114,12 @@ class Welcome(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., report_settings: _Optional[_Union[ReportSettings, _Mapping]] = ...) -> None: ...
 
 class Ack(_message.Message):
-    __slots__ = ("seq",)
+    __slots__ = ("seq", "durable_seq")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_SEQ_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+    durable_seq: int
+    def __init__(self, seq: _Optional[int] = ..., durable_seq: _Optional[int] = ...) -> None: ...
 
 class Resync(_message.Message):
     __slots__ = ("reason",)

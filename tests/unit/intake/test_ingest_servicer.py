@@ -79,6 +79,7 @@ def servicer(settings: IngestSettings | None = None, writer: RecordingWriter | N
         Streams(settings.outbound_queue_max),
         intake,
         state,
+        writer,  # type: ignore[arg-type]
         checks,  # type: ignore[arg-type]
         settings,
         IngestMetrics(CollectorRegistry()),
@@ -182,3 +183,15 @@ async def test_the_node_is_down_when_its_last_stream_ends_whichever_stream_that_
     await end(task_b, b)
     assert not state.get("gpu-1").connected  # type: ignore[union-attr]
     assert [node for node, _ in checks.closed] == ["gpu-1", "gpu-1"]
+
+
+async def test_an_ack_names_only_changes_the_database_holds_as_durable():
+    ingest, _, _, writer = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    first = await ctx.reply(full(h100()))
+    assert (first.ack.seq, first.ack.durable_seq) == (1, 0)  # queued, not yet written
+    writer.done = len(writer.updates)  # the writer has written everything queued so far
+    second = await ctx.reply(full(h100(driver="550.163.01"), seq=2))
+    assert (second.ack.seq, second.ack.durable_seq) == (2, 1)
+    await end(task, ctx)

@@ -33,6 +33,11 @@ class RecordingWriter:
         self.has_room = room
         self.updates: list[NodeUpdate] = []
         self.dropped = 0
+        self.done = 0  # nothing is ever written here
+
+    @property
+    def submitted(self) -> int:
+        return len(self.updates)
 
     def room_for(self, node: str) -> bool:
         self.dropped += not self.has_room
@@ -84,7 +89,7 @@ def report(intake: Intake, facts: dict[str, Reading], seq: int, session: str | N
 
 def test_first_facts_connect_the_node_and_are_stored_without_history():
     intake, state, _, writer, _ = make()
-    assert report(intake, h100(), 1, session="s1")
+    assert report(intake, h100(), 1, session="s1") == len(writer.updates)  # its ticket
     node = state.get("gpu-1")
     assert node is not None and node.connected and node.session_id == "s1"
     (update,) = [u for u in writer.updates if u.changes]
@@ -113,7 +118,7 @@ def test_a_full_write_queue_leaves_the_node_as_it_was():
     held = state.get("gpu-1").facts  # type: ignore[union-attr]
     writer.has_room = False
     writer.updates.clear()
-    assert report(intake, h100(driver="550.163.01"), 2) is False
+    assert report(intake, h100(driver="550.163.01"), 2) is None
     assert state.get("gpu-1").facts is held  # type: ignore[union-attr]
     assert writer.updates == [] and writer.dropped == 1
     assert not evaluator.drift.open_findings("gpu-1")
