@@ -116,11 +116,24 @@ class AuthSettings(BaseModel):
     kubeconfig: Path | None = None
     # The audience the agents' projected tokens are minted for.
     audience: str = "plumb"
+    # `kubernetes` mode: a token counts only for a pod of the agent's DaemonSet. No default:
+    # guessing them would trust whatever workload happens to carry the guessed names; the
+    # chart sets all three (the release namespace, the agent's ServiceAccount and DaemonSet).
+    agent_namespace: str | None = None
+    agent_service_account: str | None = None
+    agent_daemonset: str | None = None
 
     @model_validator(mode="after")
     def _token_given(self) -> AuthSettings:
         if self.mode == "token" and not self.token:
             raise ValueError("auth.mode token needs auth.token (PLUMB_AUTH__TOKEN)")
+        agent = (self.agent_namespace, self.agent_service_account, self.agent_daemonset)
+        if self.mode == "kubernetes" and not all(agent):
+            raise ValueError(
+                "auth.mode kubernetes needs the agent's DaemonSet: PLUMB_AUTH__AGENT_NAMESPACE, "
+                "PLUMB_AUTH__AGENT_SERVICE_ACCOUNT and PLUMB_AUTH__AGENT_DAEMONSET (the chart "
+                "sets them)"
+            )
         return self
 
 

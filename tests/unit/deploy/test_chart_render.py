@@ -174,6 +174,10 @@ def test_aggregator_probes_ports_and_service(render, find_object):
     top_level = {n.split("__")[0] for n in env if n.startswith("PLUMB_")}  # PLUMB_AUTH__MODE
     assert top_level - PENDING_AGGREGATOR_ENV <= fields
     assert env["PLUMB_AUTH__MODE"]["value"] == "kubernetes"
+    # Tokens count only for pods of the release's own agent DaemonSet.
+    assert env["PLUMB_AUTH__AGENT_NAMESPACE"]["value"] == "plumb"
+    assert env["PLUMB_AUTH__AGENT_SERVICE_ACCOUNT"]["value"] == "plumb-agent"
+    assert env["PLUMB_AUTH__AGENT_DAEMONSET"]["value"] == "plumb-agent"
 
 
 def test_aggregator_database_sqlite_emptydir_by_default(render, find_object):
@@ -252,10 +256,10 @@ def test_aggregator_rbac_is_least_privilege(render, find_object):
         ("", "nodes", "patch"),
         ("", "nodes/status", "patch"),
         ("authentication.k8s.io", "tokenreviews", "create"),
-        ("", "pods", "list"),
         ("apps", "daemonsets", "list"),
     } <= granted
-    assert not {r for _, r, _ in granted} & {"secrets", "configmaps", "*"}
+    # Pods are read only where agents and validation Jobs run, never cluster-wide.
+    assert not {r for _, r, _ in granted} & {"pods", "secrets", "configmaps", "*"}
     assert not {v for _, _, v in granted} & {"delete", "deletecollection", "*", "escalate"}
     roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Role"}
     leases = roles["plumb-aggregator-leases"]
@@ -264,6 +268,10 @@ def test_aggregator_rbac_is_least_privilege(render, find_object):
     jobs = roles["plumb-aggregator-validation"]
     assert jobs["metadata"]["namespace"] == "plumb-validation"
     assert jobs["rules"][0]["resources"] == ["jobs"]
+    assert {"resources": ["pods"], "verbs": ["list"], "apiGroups": [""]} in jobs["rules"]
+    agents = roles["plumb-aggregator-agents"]
+    assert agents["metadata"]["namespace"] == "plumb"
+    assert agents["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
 
 
 def test_network_policy_admits_grpc_only_from_agents(render, find_object):
