@@ -332,7 +332,9 @@ async def open_core(settings: AggregatorSettings) -> Core:
     """
     catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
     try:
-        store = await asyncio.to_thread(Store, settings.db, replica=settings.replica.name)
+        store = await asyncio.to_thread(
+            Store, settings.db, replica=settings.replica.name, exclusive=True
+        )
         stored = await asyncio.to_thread(store.load)
         open_findings, baselines = await asyncio.to_thread(store.load_drift)
     except StoreError as exc:
