@@ -36,6 +36,8 @@ _MAX_NODE_NAME = 253
 # agent_version, boot_id and each capability: a version string, a UUID, a feature name.
 _MAX_IDENT = 128
 _GPU_INDEX = re.compile(r"gpus\[(\d+)\]")
+# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class Refused(InvalidInput):
@@ -94,10 +96,12 @@ def check_hello(msg: agent_pb2.ConnectRequest, settings: IngestSettings) -> str:
             "characters each",
             hint="fix the agent",
         )
-    if any("\x00" in s for s in idents):  # the database's text columns refuse it
+    # Identities are logged and stored: a newline would forge a log line, a NUL is refused by
+    # the database's text columns, an ANSI escape rewrites the terminal that reads them.
+    if any(_CONTROL.search(s) for s in idents):
         raise Refused(
             "malformed_hello",
-            "Hello agent_version, boot_id or a capability contains a NUL character",
+            "Hello agent_version, boot_id or a capability contains a control character",
             hint="fix the agent",
         )
     if len(hello.capabilities) > settings.max_capabilities:

@@ -213,6 +213,6 @@ async def test_a_nul_in_hello_is_refused_before_the_store_sees_it(aggregator, ch
     msg = hello("nul-hello")
     msg.hello.boot_id = "b\x00"
     details = await refused(call, msg)
-    assert "contains a NUL character" in details
+    assert "contains a control character" in details
     assert counted(aggregator, "malformed_hello")
     assert absent(aggregator, "nul-hello")
