@@ -18,7 +18,7 @@ import re
 from plumb import facts as wire
 from plumb.aggregator.errors import InvalidInput
 from plumb.aggregator.settings import IngestSettings
-from plumb.v1 import agent_pb2
+from plumb.v1 import agent_pb2, facts_pb2
 
 __all__ = [
     "Refused",
@@ -115,9 +115,13 @@ def check_hello(msg: agent_pb2.ConnectRequest, settings: IngestSettings) -> str:
 
 
 def check_full(full: agent_pb2.FullFacts, held_seq: int | None, settings: IngestSettings) -> None:
-    """Refuse FullFacts with too many GPUs, or a seq at or below `held_seq` (this stream's)."""
+    """Refuse FullFacts with too many GPUs, a negative GPU index, or a seq at or below
+    `held_seq` (this stream's)."""
     _check_seq("FullFacts", full.seq, held_seq)
     _check_gpus(len(full.facts.gpus), settings)
+    for i, gpu in enumerate(full.facts.gpus):
+        if gpu.index.status == facts_pb2.FACT_STATUS_OK:
+            _check_gpu_index(f"gpus[{i}].index", gpu.index.value)
 
 
 def check_delta(delta: agent_pb2.FactsDelta, held_seq: int, settings: IngestSettings) -> None:
@@ -134,10 +138,12 @@ def check_delta(delta: agent_pb2.FactsDelta, held_seq: int, settings: IngestSett
             "allowed (ingest.max_delta_fields)",
             hint="send FullFacts instead of a delta this large",
         )
-    for path in delta.changed:
+    for path, fact in delta.changed.items():
         match = _GPU_INDEX.match(path)
         if match is not None:
             _check_gpus(int(match.group(1)) + 1, settings)
+            if path[match.end() :] == ".index" and fact.WhichOneof("value") == "int_value":
+                _check_gpu_index(path, fact.int_value)
 
 
 def check_heartbeat(beat: agent_pb2.Heartbeat, held_seq: int) -> None:
@@ -167,4 +173,14 @@ def _check_gpus(count: int, settings: IngestSettings) -> None:
             f"{count} GPUs is more than the {settings.max_gpus_per_node} a node may report "
             "(ingest.max_gpus_per_node)",
             hint="raise PLUMB_INGEST__MAX_GPUS_PER_NODE if the node really has them",
+        )
+
+
+def _check_gpu_index(path: str, index: int) -> None:
+    # NVML numbers GPUs from 0; a negative one would sort, label and match as no real GPU does.
+    if index < 0:
+        raise Refused(
+            "negative_gpu_index",
+            f"{path} is {index}: a GPU index is never negative",
+            hint="fix the agent; nothing of it was stored",
         )
