@@ -13,6 +13,7 @@ import uvicorn
 from plumb.aggregator.api import create_app
 from plumb.aggregator.core import open_core
 from plumb.aggregator.errors import Unavailable
+from plumb.aggregator.ingest.auth import check_exposure
 from plumb.aggregator.settings import AggregatorSettings, TlsSettings
 from plumb.v1 import agent_pb2_grpc
 
@@ -69,6 +70,7 @@ async def serve(settings: AggregatorSettings) -> None:
     The ports open as soon as the stored nodes are loaded; their evaluation follows in the
     background (`Core.restore`), and /readyz reports `restored: false` until it is done.
     """
+    check_exposure(settings.auth.mode, settings.grpc_listen, settings.insecure_agents)
     core = await open_core(settings)
     # Credentials first: a bad tokens file or certificate stops start-up before anything runs.
     app = create_app(core)

@@ -214,7 +214,13 @@ class AggregatorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PLUMB_", env_nested_delimiter="__")
 
-    grpc_listen: str = "0.0.0.0:7443"
+    # Loopback: with auth.mode none (the default) any peer reaching the port may report for any
+    # node, so agents from other hosts need an authenticating mode (the chart sets kubernetes
+    # and listens on every address) or, on a trusted lab network, insecure_agents.
+    grpc_listen: str = "127.0.0.1:7443"
+    # Accept unauthenticated agents (auth.mode none) on a non-loopback grpc_listen; without it
+    # `plumb serve` refuses to start there (aggregator/ingest/auth.py check_exposure).
+    insecure_agents: bool = False
     http_listen: str = "0.0.0.0:8080"
     # HTTP request bodies over this get 413 before they are read; the API's largest body
     # (a validation request) is a few KiB.

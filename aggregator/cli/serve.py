@@ -20,6 +20,13 @@ def serve(
     http_listen: Annotated[str | None, typer.Option(help="HTTP API address")] = None,
     db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite file)")] = None,
     log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = None,
+    insecure_agents: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-agents",
+            help="accept unauthenticated agents (auth mode none) on a non-loopback address",
+        ),
+    ] = False,
 ) -> None:
     """Run the aggregator: gRPC for agents, HTTP for people and Prometheus."""
     from plumb.aggregator.process import serve as run_server
@@ -29,6 +36,7 @@ def serve(
         "http_listen": http_listen,
         "db": db,
         "log_level": log_level,
+        "insecure_agents": insecure_agents or None,  # unset: PLUMB_INSECURE_AGENTS may say
     }
     try:
         settings = AggregatorSettings(**{k: v for k, v in flags.items() if v is not None})
