@@ -35,6 +35,11 @@ class IngestSettings(BaseModel):
     max_delta_fields: int = Field(4096, ge=64)
     # Capabilities an agent lists in Hello: two today; 32 leaves room for many more.
     max_capabilities: int = Field(32, ge=1)
+    # Node names this aggregator has never held, admitted per minute (a token bucket that
+    # also holds a minute's worth at once): one process's design scale, 10,000 agents, may
+    # all connect for the first time together; past that a client inventing names is refused
+    # (RESOURCE_EXHAUSTED, counted) instead of growing memory and the database unbounded.
+    max_new_nodes_per_minute: int = Field(10_000, ge=1)
 
 
 class ValidationSettings(BaseModel):

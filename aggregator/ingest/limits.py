@@ -1,10 +1,13 @@
 """What the aggregator refuses on an agent's stream, checked before anything is applied.
 
 The wire contract (plumb/facts.py) bounds paths, strings and repeated fields for both ends;
-this module adds the deployment's policy from IngestSettings (GPUs per node, fields per
-delta, Hello's size) and the stream's ordering rule: seq never goes backwards. Each refusal
-is a `Refused` with a `reason` for `plumb_ingest_streams_closed_by_aggregator_total`; ingest
-aborts the stream with INVALID_ARGUMENT and stores nothing of the message.
+this module adds the deployment's policy from IngestSettings (GPUs per node and their
+indexes, fields per delta, Hello's size and characters) and the stream's ordering rule: seq
+never goes backwards. Each refusal is a `Refused` with a `reason` for
+`plumb_ingest_streams_closed_by_aggregator_total`; ingest aborts the stream with
+INVALID_ARGUMENT and stores nothing of the message. `NewNodeNames` caps how fast names never
+seen before may appear (one Hello per stream already caps names per stream): over it, a
+RateLimited that ingest answers with RESOURCE_EXHAUSTED, counted as `new_node_rate`.
 
 A FactStatus this aggregator does not know (proto3 enums are open) is refused too, naming the
 field: reading it as "not collected" would silently drop a fact a newer agent meant to send.
@@ -13,14 +16,18 @@ Upgrade aggregators before agents.
 
 from __future__ import annotations
 
+import math
 import re
+import time
+from collections.abc import Callable
 
 from plumb import facts as wire
-from plumb.aggregator.errors import InvalidInput
+from plumb.aggregator.errors import InvalidInput, RateLimited
 from plumb.aggregator.settings import IngestSettings
 from plumb.v1 import agent_pb2, facts_pb2
 
 __all__ = [
+    "NewNodeNames",
     "Refused",
     "check_delta",
     "check_full",
@@ -184,3 +191,31 @@ def _check_gpu_index(path: str, index: int) -> None:
             f"{path} is {index}: a GPU index is never negative",
             hint="fix the agent; nothing of it was stored",
         )
+
+
+class NewNodeNames:
+    """A token bucket of node names this aggregator has never held: `per_minute` refill each
+    minute, and up to as many may come at once (a fleet's first start)."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic):
+        self._per_minute = per_minute
+        self._per_s = per_minute / 60
+        self._tokens = float(per_minute)
+        self._clock = clock
+        self._at = clock()
+
+    def admit(self, name: str) -> None:
+        """Take one token for the new name `name`; RateLimited when none is left."""
+        now = self._clock()
+        self._tokens = min(self._per_minute, self._tokens + (now - self._at) * self._per_s)
+        self._at = now
+        if self._tokens < 1:
+            retry_s = math.ceil((1 - self._tokens) / self._per_s)
+            raise RateLimited(
+                f"node {name!r} is new, and more than {self._per_minute} new node names a minute "
+                f"arrived (ingest.max_new_nodes_per_minute); retry in {retry_s} s",
+                retry_after_s=retry_s,
+                hint="raise PLUMB_INGEST__MAX_NEW_NODES_PER_MINUTE if the fleet really grows "
+                "this fast; otherwise find the client inventing node names",
+            )
+        self._tokens -= 1

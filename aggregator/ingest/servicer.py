@@ -29,7 +29,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from plumb import facts as wire
-from plumb.aggregator.errors import Forbidden, InvalidInput, Unavailable
+from plumb.aggregator.errors import Forbidden, InvalidInput, RateLimited, Unavailable
 from plumb.aggregator.ingest import limits
 from plumb.aggregator.ingest.auth import Authenticator
 from plumb.aggregator.metrics.collectors import IngestMetrics
@@ -94,6 +94,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._metrics = metrics
         self._clock = clock
         self._sessions: dict[str, Session] = {}
+        self._new_names = limits.NewNodeNames(settings.max_new_nodes_per_minute)
         # Called with the node after each change of its facts, in the stream's task.
         self.on_facts: Callable[[NodeState], None] = lambda node: None
         # Called with (node, result) for each CheckResult, and (node, session id) when a
@@ -134,6 +135,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 return
             name = limits.check_hello(hello, self._settings)
             await self._auth.check(name, _bearer(context.invocation_metadata()))
+            if self._state.get(name) is None and name not in self._sessions:
+                self._new_names.admit(name)
             session = self._open(hello.hello)
             await context.write(
                 agent_pb2.ConnectResponse(
@@ -156,6 +159,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             failure = (grpc.StatusCode.PERMISSION_DENIED, str(exc), "forbidden")
         except Unavailable as exc:
             failure = (grpc.StatusCode.UNAVAILABLE, str(exc), "auth_unavailable")
+        except RateLimited as exc:
+            failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, f"{exc}; {exc.hint}", "new_node_rate")
         except _Oversized as exc:
             failure = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "oversized")
         except InvalidInput as exc:
