@@ -274,8 +274,9 @@ def test_aggregator_rbac_is_least_privilege(render, find_object):
     assert agents["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
 
 
-def test_network_policy_admits_grpc_only_from_agents(render, find_object):
-    objects = render(ALL_ON)
+@pytest.mark.parametrize("values", [None, ALL_ON], ids=["default", "all-on"])
+def test_network_policy_admits_grpc_only_from_agents(render, find_object, values):
+    objects = render(values)  # on by default (issue 16, row 3)
     policy = find_object(objects, "NetworkPolicy", "plumb-aggregator")
     grpc_rule = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == "grpc"][0]
     assert grpc_rule["from"] == [
@@ -292,6 +293,11 @@ def test_network_policy_admits_grpc_only_from_agents(render, find_object):
     agent = find_object(objects, "NetworkPolicy", "plumb-agent")
     assert agent["spec"]["policyTypes"] == ["Ingress"]
     assert "ingress" not in agent["spec"]
+
+
+def test_network_policy_can_be_turned_off(render):
+    objects = render({"networkPolicy": {"enabled": False}})
+    assert not [o for o in objects if o["kind"] == "NetworkPolicy"]
 
 
 def test_pdb_uses_policy_v1(render, find_object):
