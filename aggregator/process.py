@@ -24,7 +24,7 @@ from plumb.aggregator.core import Core
 from plumb.aggregator.drift import DriftEngine
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import Unavailable
-from plumb.aggregator.ingest.auth import build_authenticator
+from plumb.aggregator.ingest.auth import build_authenticator, check_exposure
 from plumb.aggregator.ingest.servicer import Ingest
 from plumb.aggregator.ingest.streams import Streams
 from plumb.aggregator.intake.intake import Intake
@@ -95,7 +95,9 @@ async def open_process(settings: AggregatorSettings) -> Process:
     """
     catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
     try:
-        store = await asyncio.to_thread(Store, settings.db, replica=settings.replica.name)
+        store = await asyncio.to_thread(
+            Store, settings.db, replica=settings.replica.name, exclusive=True
+        )
         stored = await asyncio.to_thread(store.load)
         open_findings, baselines = await asyncio.to_thread(store.load_drift)
     except StoreError as exc:
@@ -257,6 +259,7 @@ async def serve(settings: AggregatorSettings) -> None:
     The ports open as soon as the stored nodes are loaded; their evaluation follows in the
     background (`Process.restore`), and /readyz reports `restored: false` until it is done.
     """
+    check_exposure(settings.auth.mode, settings.grpc_listen, settings.insecure_agents)
     p = await open_process(settings)
     # Credentials first: a bad tokens file or certificate stops start-up before anything runs.
     app = create_app(p.core)

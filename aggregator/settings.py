@@ -37,6 +37,11 @@ class IngestSettings(BaseModel):
     max_delta_fields: int = Field(4096, ge=64)
     # Capabilities an agent lists in Hello: two today; 32 leaves room for many more.
     max_capabilities: int = Field(32, ge=1)
+    # Node names this aggregator has never held, admitted per minute (a token bucket that
+    # also holds a minute's worth at once): one process's design scale, 10,000 agents, may
+    # all connect for the first time together; past that a client inventing names is refused
+    # (RESOURCE_EXHAUSTED, counted) instead of growing memory and the database unbounded.
+    max_new_nodes_per_minute: int = Field(10_000, ge=1)
 
 
 class ValidationSettings(BaseModel):
@@ -123,11 +128,24 @@ class AuthSettings(BaseModel):
     kubeconfig: Path | None = None
     # The audience the agents' projected tokens are minted for.
     audience: str = "plumb"
+    # `kubernetes` mode: a token counts only for a pod of the agent's DaemonSet. No default:
+    # guessing them would trust whatever workload happens to carry the guessed names; the
+    # chart sets all three (the release namespace, the agent's ServiceAccount and DaemonSet).
+    agent_namespace: str | None = None
+    agent_service_account: str | None = None
+    agent_daemonset: str | None = None
 
     @model_validator(mode="after")
     def _token_given(self) -> AuthSettings:
         if self.mode == "token" and not self.token:
             raise ValueError("auth.mode token needs auth.token (PLUMB_AUTH__TOKEN)")
+        agent = (self.agent_namespace, self.agent_service_account, self.agent_daemonset)
+        if self.mode == "kubernetes" and not all(agent):
+            raise ValueError(
+                "auth.mode kubernetes needs the agent's DaemonSet: PLUMB_AUTH__AGENT_NAMESPACE, "
+                "PLUMB_AUTH__AGENT_SERVICE_ACCOUNT and PLUMB_AUTH__AGENT_DAEMONSET (the chart "
+                "sets them)"
+            )
         return self
 
 
@@ -208,7 +226,13 @@ class AggregatorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PLUMB_", env_nested_delimiter="__")
 
-    grpc_listen: str = "0.0.0.0:7443"
+    # Loopback: with auth.mode none (the default) any peer reaching the port may report for any
+    # node, so agents from other hosts need an authenticating mode (the chart sets kubernetes
+    # and listens on every address) or, on a trusted lab network, insecure_agents.
+    grpc_listen: str = "127.0.0.1:7443"
+    # Accept unauthenticated agents (auth.mode none) on a non-loopback grpc_listen; without it
+    # `plumb serve` refuses to start there (aggregator/ingest/auth.py check_exposure).
+    insecure_agents: bool = False
     http_listen: str = "0.0.0.0:8080"
     # HTTP request bodies over this get 413 before they are read; the API's largest body
     # (a validation request) is a few KiB.

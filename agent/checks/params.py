@@ -1,7 +1,8 @@
 """The parameters each check accepts, and their bounds.
 
 The agent trusts the aggregator with nothing it runs: a RunChecks request names checks of the
-fixed catalog (`runner.CHECKS`), and its parameters are checked here before the check starts.
+fixed catalog (`runner.CHECKS`), and its parameters and its CheckSpec's timeout are checked
+here before the check starts.
 An unknown parameter, a value that does not parse or one out of bounds refuses the check
 with `error`, so a compromised or buggy aggregator can neither pass flags to nccl-tests nor
 allocate a benchmark larger than any GPU's memory.
@@ -13,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["PARAMS", "refused"]
+__all__ = ["PARAMS", "refused", "timeout_refused"]
 
 _SIZE = re.compile(r"(\d{1,6})([KMG]?)")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -78,3 +79,13 @@ def refused(check_id: str, params: Mapping[str, str]) -> str | None:
         if (problem := param.problem(text)) is not None:
             return f"parameter {name}: {problem}"
     return None
+
+
+def timeout_refused(timeout_s: float) -> str | None:
+    """Why a CheckSpec's `timeout_s` is refused, or None: it must be a positive number of
+    seconds up to the hour any check may be given (NaN, infinities, negatives and 1e300 are
+    refused; 0, proto3's unset, never reaches here: the runner's default applies)."""
+    high = _TIMEOUT["timeout_s"].high
+    if 0 < timeout_s <= high:  # False for NaN too
+        return None
+    return f"timeout_s {timeout_s:g} is outside (0, {high:g}]"

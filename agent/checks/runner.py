@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from plumb.agent.checks.conformance import CONFORMANCE
 from plumb.agent.checks.model import CheckContext, Outcome
-from plumb.agent.checks.params import refused
+from plumb.agent.checks.params import refused, timeout_refused
 from plumb.agent.checks.performance import PERFORMANCE
 
 __all__ = ["CHECKS", "CheckRunner", "Timed"]
@@ -59,13 +59,16 @@ class CheckRunner:
         timeout_s: float | None,
         ctx: CheckContext | None = None,
     ) -> Timed:
-        """One check under its timeout; never raises."""
-        timeout_s = timeout_s if timeout_s and timeout_s > 0 else DEFAULT_TIMEOUT_S
+        """One check under its timeout; never raises. No timeout (None, or proto3's unset 0)
+        means DEFAULT_TIMEOUT_S; one out of range refuses the check with `error`."""
         start = time.monotonic()
         check = CHECKS.get(check_id)
         if check is None:
             return Timed(check_id, Outcome.skip(f"unknown to this agent ({check_id})"), 0.0)
-        if (why := refused(check_id, params)) is not None:
+        if not timeout_s:
+            timeout_s = DEFAULT_TIMEOUT_S
+        why = timeout_refused(timeout_s) or refused(check_id, params)
+        if why is not None:
             log.warning("check refused", extra={"check": check_id, "reason": why})
             return Timed(check_id, Outcome("error", f"refused: {why}"), 0.0)
         self._abandoned = {f for f in self._abandoned if not f.done()}

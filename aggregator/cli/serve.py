@@ -21,6 +21,13 @@ def serve(
     db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite file)")] = None,
     log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = None,
     log_format: Annotated[LogFormat | None, typer.Option(help="text or json lines")] = None,
+    insecure_agents: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-agents",
+            help="accept unauthenticated agents (auth mode none) on a non-loopback address",
+        ),
+    ] = False,
 ) -> None:
     """Run the aggregator: gRPC for agents, HTTP for people and Prometheus."""
     from plumb.aggregator.process import serve as run_server
@@ -31,6 +38,7 @@ def serve(
         "db": db,
         "log_level": log_level,
         "log_format": log_format,
+        "insecure_agents": insecure_agents or None,  # unset: PLUMB_INSECURE_AGENTS may say
     }
     try:
         settings = AggregatorSettings(**{k: v for k, v in flags.items() if v is not None})

@@ -5,7 +5,9 @@ Three modes, chosen in settings:
 - `token`: agents present one shared bearer token; for clusters without Kubernetes identity.
   It proves membership, not which node an agent runs on.
 - `kubernetes`: agents present their projected ServiceAccount token (audience `plumb`); a
-  TokenReview says which pod it belongs to, and that pod must run on the node reported.
+  TokenReview says which ServiceAccount and pod it belongs to. It counts only for a pod of the
+  agent's DaemonSet (namespace, ServiceAccount and controlling DaemonSet as configured), and
+  that pod must run on the node reported (aggregator/k8s/tokenreview.py).
 Each authenticator raises Forbidden (or Unavailable when it cannot tell); ingest maps those
 to PERMISSION_DENIED and UNAVAILABLE and counts them.
 """
@@ -13,18 +15,19 @@ to PERMISSION_DENIED and UNAVAILABLE and counts them.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 from typing import Protocol
 
 from kubernetes import client
 
-from plumb.aggregator.errors import Forbidden
-from plumb.aggregator.k8s import api_client, verify_agent
+from plumb.aggregator.errors import Forbidden, InvalidInput
+from plumb.aggregator.k8s import AgentWorkload, api_client, verify_agent
 from plumb.aggregator.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Authenticator", "build_authenticator"]
+__all__ = ["Authenticator", "build_authenticator", "check_exposure"]
 
 
 class Authenticator(Protocol):
@@ -50,12 +53,41 @@ class SharedToken:
 
 
 class KubernetesTokens:
-    def __init__(self, api: client.ApiClient, audience: str):
+    def __init__(self, api: client.ApiClient, audience: str, agent: AgentWorkload):
         self._api = api
         self._audience = audience
+        self._agent = agent
 
     async def check(self, node: str, token: str | None) -> None:
-        await verify_agent(self._api, token or "", node, audience=self._audience)
+        await verify_agent(self._api, token or "", node, self._agent, audience=self._audience)
+
+
+def check_exposure(mode: str, grpc_listen: str, insecure_agents: bool) -> None:
+    """Refuse to serve unauthenticated agents beyond loopback unless explicitly allowed.
+
+    With mode `none` any peer that reaches the port may report for any node, so a
+    non-loopback `grpc_listen` needs `insecure_agents`; raises InvalidInput with a hint.
+    """
+    if mode != "none" or insecure_agents or _loopback(grpc_listen):
+        return
+    raise InvalidInput(
+        f"agents are not authenticated (auth mode none) and --grpc-listen {grpc_listen} is "
+        "not a loopback address: any host that reaches it could report for any node",
+        hint="listen on 127.0.0.1, set PLUMB_AUTH__MODE=token (or kubernetes), or pass "
+        "--insecure-agents on a trusted network",
+    )
+
+
+def _loopback(listen: str) -> bool:
+    if listen.startswith("unix:"):
+        return True  # a socket file: only this host's processes reach it
+    host = listen.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # "" (every address), or a host name, which may resolve anywhere
 
 
 def build_authenticator(settings: AuthSettings) -> Authenticator:
@@ -64,6 +96,13 @@ def build_authenticator(settings: AuthSettings) -> Authenticator:
         assert settings.token is not None  # AuthSettings validates this
         return SharedToken(settings.token.get_secret_value())
     if settings.mode == "kubernetes":
-        return KubernetesTokens(api_client(settings.kubeconfig), settings.audience)
+        ns, sa, ds = (
+            settings.agent_namespace,
+            settings.agent_service_account,
+            settings.agent_daemonset,
+        )
+        assert ns and sa and ds  # AuthSettings validates these
+        agent = AgentWorkload(namespace=ns, service_account=sa, daemonset=ds)
+        return KubernetesTokens(api_client(settings.kubeconfig), settings.audience, agent)
     log.warning("agents are not authenticated", extra={"auth_mode": "none"})
     return AllowAll()

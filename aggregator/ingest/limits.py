@@ -1,10 +1,13 @@
 """What the aggregator refuses on an agent's stream, checked before anything is applied.
 
 The wire contract (plumb/facts.py) bounds paths, strings and repeated fields for both ends;
-this module adds the deployment's policy from IngestSettings (GPUs per node, fields per
-delta, Hello's size) and the stream's ordering rule: seq never goes backwards. Each refusal
-is a `Refused` with a `reason` for `plumb_ingest_streams_closed_by_aggregator_total`; ingest
-aborts the stream with INVALID_ARGUMENT and stores nothing of the message.
+this module adds the deployment's policy from IngestSettings (GPUs per node and their
+indexes, fields per delta, Hello's size and characters) and the stream's ordering rule: seq
+never goes backwards. Each refusal is a `Refused` with a `reason` for
+`plumb_ingest_streams_closed_by_aggregator_total`; ingest aborts the stream with
+INVALID_ARGUMENT and stores nothing of the message. `NewNodeNames` caps how fast names never
+seen before may appear (one Hello per stream already caps names per stream): over it, a
+RateLimited that ingest answers with RESOURCE_EXHAUSTED, counted as `new_node_rate`.
 
 A FactStatus this aggregator does not know (proto3 enums are open) is refused too, naming the
 field: reading it as "not collected" would silently drop a fact a newer agent meant to send.
@@ -13,14 +16,18 @@ Upgrade aggregators before agents.
 
 from __future__ import annotations
 
+import math
 import re
+import time
+from collections.abc import Callable
 
 from plumb import facts as wire
-from plumb.aggregator.errors import InvalidInput
+from plumb.aggregator.errors import InvalidInput, RateLimited
 from plumb.aggregator.settings import IngestSettings
-from plumb.v1 import agent_pb2
+from plumb.v1 import agent_pb2, facts_pb2
 
 __all__ = [
+    "NewNodeNames",
     "Refused",
     "check_delta",
     "check_full",
@@ -36,6 +43,8 @@ _MAX_NODE_NAME = 253
 # agent_version, boot_id and each capability: a version string, a UUID, a feature name.
 _MAX_IDENT = 128
 _GPU_INDEX = re.compile(r"gpus\[(\d+)\]")
+# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class Refused(InvalidInput):
@@ -94,10 +103,12 @@ def check_hello(msg: agent_pb2.ConnectRequest, settings: IngestSettings) -> str:
             "characters each",
             hint="fix the agent",
         )
-    if any("\x00" in s for s in idents):  # the database's text columns refuse it
+    # Identities are logged and stored: a newline would forge a log line, a NUL is refused by
+    # the database's text columns, an ANSI escape rewrites the terminal that reads them.
+    if any(_CONTROL.search(s) for s in idents):
         raise Refused(
             "malformed_hello",
-            "Hello agent_version, boot_id or a capability contains a NUL character",
+            "Hello agent_version, boot_id or a capability contains a control character",
             hint="fix the agent",
         )
     if len(hello.capabilities) > settings.max_capabilities:
@@ -111,9 +122,13 @@ def check_hello(msg: agent_pb2.ConnectRequest, settings: IngestSettings) -> str:
 
 
 def check_full(full: agent_pb2.FullFacts, held_seq: int | None, settings: IngestSettings) -> None:
-    """Refuse FullFacts with too many GPUs, or a seq at or below `held_seq` (this stream's)."""
+    """Refuse FullFacts with too many GPUs, a negative GPU index, or a seq at or below
+    `held_seq` (this stream's)."""
     _check_seq("FullFacts", full.seq, held_seq)
     _check_gpus(len(full.facts.gpus), settings)
+    for i, gpu in enumerate(full.facts.gpus):
+        if gpu.index.status == facts_pb2.FACT_STATUS_OK:
+            _check_gpu_index(f"gpus[{i}].index", gpu.index.value)
 
 
 def check_delta(delta: agent_pb2.FactsDelta, held_seq: int, settings: IngestSettings) -> None:
@@ -130,10 +145,12 @@ def check_delta(delta: agent_pb2.FactsDelta, held_seq: int, settings: IngestSett
             "allowed (ingest.max_delta_fields)",
             hint="send FullFacts instead of a delta this large",
         )
-    for path in delta.changed:
+    for path, fact in delta.changed.items():
         match = _GPU_INDEX.match(path)
         if match is not None:
             _check_gpus(int(match.group(1)) + 1, settings)
+            if path[match.end() :] == ".index" and fact.WhichOneof("value") == "int_value":
+                _check_gpu_index(path, fact.int_value)
 
 
 def check_heartbeat(beat: agent_pb2.Heartbeat, held_seq: int) -> None:
@@ -164,3 +181,41 @@ def _check_gpus(count: int, settings: IngestSettings) -> None:
             "(ingest.max_gpus_per_node)",
             hint="raise PLUMB_INGEST__MAX_GPUS_PER_NODE if the node really has them",
         )
+
+
+def _check_gpu_index(path: str, index: int) -> None:
+    # NVML numbers GPUs from 0; a negative one would sort, label and match as no real GPU does.
+    if index < 0:
+        raise Refused(
+            "negative_gpu_index",
+            f"{path} is {index}: a GPU index is never negative",
+            hint="fix the agent; nothing of it was stored",
+        )
+
+
+class NewNodeNames:
+    """A token bucket of node names this aggregator has never held: `per_minute` refill each
+    minute, and up to as many may come at once (a fleet's first start)."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic):
+        self._per_minute = per_minute
+        self._per_s = per_minute / 60
+        self._tokens = float(per_minute)
+        self._clock = clock
+        self._at = clock()
+
+    def admit(self, name: str) -> None:
+        """Take one token for the new name `name`; RateLimited when none is left."""
+        now = self._clock()
+        self._tokens = min(self._per_minute, self._tokens + (now - self._at) * self._per_s)
+        self._at = now
+        if self._tokens < 1:
+            retry_s = math.ceil((1 - self._tokens) / self._per_s)
+            raise RateLimited(
+                f"node {name!r} is new, and more than {self._per_minute} new node names a minute "
+                f"arrived (ingest.max_new_nodes_per_minute); retry in {retry_s} s",
+                retry_after_s=retry_s,
+                hint="raise PLUMB_INGEST__MAX_NEW_NODES_PER_MINUTE if the fleet really grows "
+                "this fast; otherwise find the client inventing node names",
+            )
+        self._tokens -= 1

@@ -25,7 +25,14 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from plumb import facts as wire
-from plumb.aggregator.errors import STATUS, Forbidden, InvalidInput, TooLarge, Unavailable
+from plumb.aggregator.errors import (
+    STATUS,
+    Forbidden,
+    InvalidInput,
+    RateLimited,
+    TooLarge,
+    Unavailable,
+)
 from plumb.aggregator.ingest import limits
 from plumb.aggregator.ingest.auth import Authenticator
 from plumb.aggregator.ingest.streams import Session, Streams
@@ -66,6 +73,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
+        self._new_names = limits.NewNodeNames(settings.max_new_nodes_per_minute)
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: Session | None = None
@@ -77,6 +85,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 return
             name = limits.check_hello(hello, self._settings)
             await self._auth.check(name, _bearer(context.invocation_metadata()))
+            if self._state.get(name) is None and name not in self._streams:
+                self._new_names.admit(name)
             session = self._open(hello.hello)
             await context.write(
                 agent_pb2.ConnectResponse(
@@ -98,6 +108,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             failure = (STATUS[exc.code][1], str(exc), "forbidden")
         except Unavailable as exc:
             failure = (STATUS[exc.code][1], str(exc), "auth_unavailable")
+        except RateLimited as exc:
+            failure = (STATUS[exc.code][1], f"{exc}; {exc.hint}", "new_node_rate")
         except TooLarge as exc:
             failure = (STATUS[exc.code][1], str(exc), "oversized")
         except InvalidInput as exc:

@@ -56,6 +56,9 @@ class Streams:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def __contains__(self, node: str) -> bool:
+        return node in self._sessions
+
     def open(
         self, node: str, boot_id: str | None, agent_version: str | None
     ) -> tuple[Session, bool]:

@@ -10,9 +10,15 @@ from plumb.aggregator.k8s.cluster import Cluster
 from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
 from plumb.aggregator.k8s.node_writer import Condition, NodeMark, node_marks
 from plumb.aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_info
-from plumb.aggregator.k8s.tokenreview import TokenIdentity, review_token, verify_agent
+from plumb.aggregator.k8s.tokenreview import (
+    AgentWorkload,
+    TokenIdentity,
+    review_token,
+    verify_agent,
+)
 
 __all__ = [
+    "AgentWorkload",
     "Cluster",
     "Condition",
     "LeaderElector",

@@ -1,9 +1,13 @@
 """Agent identity: a projected ServiceAccount token, checked by TokenReview, bound to a node.
 
-An agent may only report for the node its pod runs on. The token proves which pod sent it
-(the API server puts the bound pod in the user's extra fields); the pod's `spec.nodeName`
-then says which node that is. Checking the pod, rather than trusting a node claim in the
-token, works on 1.20 as on current Kubernetes (node claims in tokens arrived in 1.30).
+A token counts only for a pod of the agent's own DaemonSet, and only for the node that pod
+runs on. The token proves which ServiceAccount and pod sent it (the API server puts the bound
+pod in the user's extra fields): the ServiceAccount and its namespace must be the agent's
+(`AgentWorkload`, from settings the chart sets), so any other workload's token is refused
+before its pod is even read; the pod, read from the API, must be controlled by the agent's
+DaemonSet and its `spec.nodeName` says which node it may report for. Checking the pod, rather
+than trusting a node claim in the token, works on 1.20 as on current Kubernetes (node claims
+in tokens arrived in 1.30). Every refusal is logged with who asked and why.
 """
 
 from __future__ import annotations
@@ -26,6 +30,15 @@ TIMEOUT_S = 5.0
 _POD_NAME = "authentication.kubernetes.io/pod-name"
 _POD_UID = "authentication.kubernetes.io/pod-uid"
 _SA_PREFIX = "system:serviceaccount:"
+
+
+@dataclass(frozen=True)
+class AgentWorkload:
+    """The agent's DaemonSet: its namespace, the ServiceAccount its pods run as, its name."""
+
+    namespace: str
+    service_account: str
+    daemonset: str
 
 
 @dataclass(frozen=True)
@@ -80,50 +93,94 @@ async def verify_agent(
     api: client.ApiClient,
     token: str,
     claimed_node: str,
+    agent: AgentWorkload,
     *,
     audience: str = AUDIENCE,
     timeout_s: float = TIMEOUT_S,
 ) -> None:
-    """Accept the agent only if its token is valid and its pod runs on `claimed_node`.
+    """Accept the agent only if its token is valid, belongs to a pod of `agent`'s DaemonSet
+    and that pod runs on `claimed_node`.
 
     Raises Forbidden on any mismatch (the transport maps it to PERMISSION_DENIED), and
     Unavailable when the API server cannot be asked.
     """
     who = await review_token(api, token, audience=audience, timeout_s=timeout_s)
+    sa = f"{who.namespace}/{who.service_account}"
+    if (who.namespace, who.service_account) != (agent.namespace, agent.service_account):
+        raise _refused(
+            f"ServiceAccount {sa} is not the agent's ({agent.namespace}/{agent.service_account})",
+            who,
+            claimed_node,
+            hint="only pods of the agent DaemonSet may report; check PLUMB_AUTH__AGENT_*",
+        )
     if not who.pod_name:
-        raise Forbidden(
+        raise _refused(
             "agent token is not bound to a pod",
+            who,
+            claimed_node,
             hint="mount a projected serviceAccountToken volume, not a long-lived Secret token",
         )
+    pod = await _read_pod(api, who.pod_name, who.namespace, timeout_s)
+    if pod is None:
+        raise _refused("the agent token's pod no longer exists", who, claimed_node)
+    if who.pod_uid and pod.metadata.uid != who.pod_uid:
+        raise _refused("the agent token's pod was replaced", who, claimed_node)
+    if pod.spec.service_account_name != who.service_account:
+        raise _refused("the agent token's ServiceAccount does not run that pod", who, claimed_node)
+    if not _controlled_by(pod, agent.daemonset):
+        raise _refused(
+            f"pod {who.namespace}/{who.pod_name} is not a pod of DaemonSet "
+            f"{agent.namespace}/{agent.daemonset}",
+            who,
+            claimed_node,
+            hint="only pods of the agent DaemonSet may report",
+        )
+    if pod.spec.node_name != claimed_node:
+        raise _refused(
+            f"agent pod {who.namespace}/{who.pod_name} runs on "
+            f"{pod.spec.node_name or 'no node'}, not {claimed_node}",
+            who,
+            claimed_node,
+        )
+
+
+async def _read_pod(
+    api: client.ApiClient, name: str, namespace: str, timeout_s: float
+) -> client.V1Pod | None:
+    """The pod, or None when it is gone; Unavailable when the API server cannot be asked."""
     core = client.CoreV1Api(api)
     try:
         async with asyncio.timeout(timeout_s):
-            pod = await asyncio.to_thread(
-                core.read_namespaced_pod,
-                who.pod_name,
-                who.namespace,
-                _request_timeout=timeout_s,
+            return await asyncio.to_thread(
+                core.read_namespaced_pod, name, namespace, _request_timeout=timeout_s
             )
     except client.ApiException as exc:
         if exc.status == 404:
-            raise Forbidden("the agent token's pod no longer exists") from exc
+            return None
         raise Unavailable("reading the agent's pod failed") from exc
     except (TimeoutError, OSError) as exc:
         raise Unavailable("reading the agent's pod failed") from exc
-    if who.pod_uid and pod.metadata.uid != who.pod_uid:
-        raise Forbidden("the agent token's pod was replaced")
-    if pod.spec.service_account_name not in (None, who.service_account):
-        raise Forbidden("the agent token's ServiceAccount does not run that pod")
-    if pod.spec.node_name != claimed_node:
-        log.warning(
-            "agent node mismatch",
-            extra={
-                "pod": f"{who.namespace}/{who.pod_name}",
-                "claimed": claimed_node,
-                "actual": pod.spec.node_name,
-            },
-        )
-        raise Forbidden(
-            f"agent pod {who.namespace}/{who.pod_name} runs on "
-            f"{pod.spec.node_name or 'no node'}, not {claimed_node}"
-        )
+
+
+def _controlled_by(pod: client.V1Pod, daemonset: str) -> bool:
+    """Whether the pod's controller (the one owner marked so) is DaemonSet `daemonset`."""
+    return any(
+        ref.controller and ref.kind == "DaemonSet" and ref.name == daemonset
+        for ref in pod.metadata.owner_references or ()
+    )
+
+
+def _refused(
+    message: str, who: TokenIdentity, claimed_node: str, *, hint: str | None = None
+) -> Forbidden:
+    """The Forbidden for a refused agent, logged with who it was and what it claimed."""
+    log.warning(
+        "agent refused",
+        extra={
+            "why": message,
+            "service_account": f"{who.namespace}/{who.service_account}",
+            "pod": who.pod_name,
+            "claimed_node": claimed_node,
+        },
+    )
+    return Forbidden(message, hint=hint)

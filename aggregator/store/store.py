@@ -51,6 +51,7 @@ from plumb.aggregator.validation.model import ValidationRun
 from plumb.facts import MAX_VALUE_CHARS, Reading, Status
 
 from . import drift, validation
+from .lock import WriterLock, WriterLockHeld
 from .models import (
     CONTENT_HASH_CHARS,
     IDENTITY_CHARS,
@@ -167,18 +168,23 @@ class StoreError(Exception):
 class Store:
     """Nodes, current facts and fact history in SQL. Sync; callers run it via asyncio.to_thread."""
 
-    def __init__(self, url: str, *, replica: str | None = None) -> None:
+    def __init__(self, url: str, *, replica: str | None = None, exclusive: bool = False) -> None:
         """Connects to ``url`` and upgrades its schema to the latest migration.
 
         ``replica`` names this process among several sharing the database: it is written as
         the owner of the nodes whose streams it opens and as the writer of every node row.
+        ``exclusive``: on SQLite, hold the file's writer lock (store/lock.py) until `close`,
+        so a second aggregator on the same file fails here, naming the file and this process.
         """
         self._replica = replica
         self._engine = _create_engine(url)
+        self._lock: WriterLock | None = None
         try:
+            if exclusive and self._engine.dialect.name == "sqlite":
+                self._lock = _writer_lock(self._engine)
             _upgrade(self._engine)
         except StoreError:
-            self._engine.dispose()
+            self.close()
             raise
         self._dialect_insert = (
             postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
@@ -349,8 +355,10 @@ class Store:
             conn.execute(text("SELECT 1"))
 
     def close(self) -> None:
-        """Closes every pooled connection."""
+        """Closes every pooled connection, then lets go of the writer lock."""
         self._engine.dispose()
+        if self._lock is not None:
+            self._lock.release()
 
     def _upsert(self, table: Table, keys: Sequence[str], update: Sequence[str]) -> Insert:
         """INSERT ... ON CONFLICT (keys) DO UPDATE the ``update`` columns (both dialects)."""
@@ -438,6 +446,16 @@ def _create_engine(url: str) -> Engine:
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _writer_lock(engine: Engine) -> WriterLock:
+    database = Path(engine.url.database or "").absolute()
+    try:
+        return WriterLock(database)
+    except WriterLockHeld as exc:
+        raise StoreError(str(exc), retryable=False) from exc
+    except OSError as exc:
+        raise StoreError(f"cannot lock {database}: {exc}", retryable=False) from exc
 
 
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:

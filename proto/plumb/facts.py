@@ -54,7 +54,8 @@ _STATUS_TO_PROTO = {v: k for k, v in _STATUS_FROM_PROTO.items()}
 # Bounds on what one node may report; a message beyond them is malformed. A path is at most
 # three segments of a proto field name; a value or error of 4 KiB holds any version string,
 # and a library path or NVML error message; 256 entries hold any node's GPUs, libraries,
-# NVIDIA modules, sysctls or systemd units.
+# NVIDIA modules, sysctls or systemd units. No string (value, error or plain scalar) may hold
+# a NUL.
 MAX_PATH_CHARS = 512
 MAX_VALUE_CHARS = 4096
 MAX_REPEATED = 256
@@ -169,8 +170,6 @@ def _status(path: str, number: int) -> Status:
 def _failed(path: str, error: str) -> Reading:
     """A received error reading; one the sender should have bounded is refused, never cut."""
     _check_text(path, "error", error)
-    if "\x00" in error:  # stored as plain text, which PostgreSQL refuses with a NUL
-        raise FactsError(f"{path}: error contains a NUL character")
     return Reading.failed(error or "unknown error")
 
 
@@ -179,6 +178,8 @@ def _check_text(path: str, what: str, text: str) -> None:
         raise FactsError(
             f"{path}: {what} longer than {MAX_VALUE_CHARS} characters", reason="string_too_long"
         )
+    if "\x00" in text:  # stored as text, which PostgreSQL refuses (and C readers cut) at a NUL
+        raise FactsError(f"{path}: {what} contains a NUL character")
 
 
 def _check_value(path: str, value: object) -> None:

@@ -2,12 +2,19 @@
 
 Text is for people at a terminal; JSON (one object a line) is for Loki, Elasticsearch and
 the like, so the chart deploys it.
+
+Log lines carry text that agents and HTTP clients chose (a fact path, a version, a refused
+value), so nothing in a record can start a line of its own or pose as a field. In text,
+control characters (newlines, ANSI escapes, NUL, the Unicode line separators) and
+backslashes are escaped everywhere in the line, tracebacks included, and a context value
+holding a space, a quote or an `=` is quoted; JSON escapes them itself.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -15,14 +22,21 @@ from typing import Any, Literal
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 
+__all__ = [
+    "LOG_FORMATS",
+    "ContextFormatter",
+    "JsonFormatter",
+    "LogFormat",
+    "configure_logging",
+    "escape",
+]
+
 # Attributes every LogRecord has; anything else came in through `extra=` and is context.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
     "asctime",
     "color_message",  # uvicorn's coloured duplicate of the message
 }
-# Characters that end a bare logfmt value, so a value holding one is quoted.
-_NEEDS_QUOTES = frozenset(' ="\\')
 
 
 def _context(record: logging.LogRecord) -> dict[str, Any]:
@@ -30,20 +44,38 @@ def _context(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in _STANDARD}
 
 
-def _quote(value: object) -> str:
-    """A logfmt value: bare when it can be, else double-quoted with `"` and `\\` escaped."""
-    text = str(value)
-    if text and not _NEEDS_QUOTES.intersection(text):
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the escape itself.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\\\\]")
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# A context value that would read as several fields, or as none, unless quoted.
+_NEEDS_QUOTES = re.compile(r'[\s"=]|^$')
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def escape(text: str) -> str:
+    """`text` with every control character and backslash written as its escape."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def _field(value: object) -> str:
+    text = escape(str(value))
+    if _NEEDS_QUOTES.search(text):
+        return '"' + text.replace('"', '\\"') + '"'
+    return text
 
 
 class ContextFormatter(logging.Formatter):
-    """`time level logger: message key=value ...` so `extra` fields are never lost."""
+    """`time level logger: message key=value ...`, one line, so `extra` fields are never lost
+    and no logged text can forge a line or a field."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        context = " ".join(f"{k}={_quote(v)}" for k, v in _context(record).items())
+        line = escape(super().format(record))
+        context = " ".join(f"{escape(k)}={_field(v)}" for k, v in _context(record).items())
         return f"{line} {context}" if context else line
 
 

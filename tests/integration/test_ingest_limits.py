@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -10,7 +11,7 @@ from conftest import scrape
 from test_protocol import FACTS, delta, full, hello, open_stream, reply
 
 from plumb import facts as wire
-from plumb.v1 import agent_pb2, agent_pb2_grpc
+from plumb.v1 import agent_pb2, agent_pb2_grpc, facts_pb2
 
 
 @pytest.fixture
@@ -213,6 +214,62 @@ async def test_a_nul_in_hello_is_refused_before_the_store_sees_it(aggregator, ch
     msg = hello("nul-hello")
     msg.hello.boot_id = "b\x00"
     details = await refused(call, msg)
-    assert "contains a NUL character" in details
+    assert "contains a control character" in details
     assert counted(aggregator, "malformed_hello")
     assert absent(aggregator, "nul-hello")
+
+
+def _full_with(change: Callable[[facts_pb2.NodeFacts], None]) -> agent_pb2.ConnectRequest:
+    """FullFacts(FACTS) altered by hand after encoding, as a broken or hostile agent sends it
+    (wire.unflatten itself refuses what it would carry)."""
+    msg = full(FACTS)
+    change(msg.full_facts.facts)
+    return msg
+
+
+@pytest.mark.parametrize(
+    ("where", "change", "said"),
+    [
+        (
+            "string fact",
+            lambda f: setattr(f.host.kernel, "value", "6.8\x00evil"),
+            "host.kernel: value contains a NUL character",
+        ),
+        (
+            "plain string",
+            lambda f: f.nccl.libraries.add(path="/usr/lib/libnccl.so\x00evil"),
+            "nccl.libraries[0].path: value contains a NUL character",
+        ),
+    ],
+    ids=["string-fact", "plain-string"],
+)
+async def test_a_nul_in_any_fact_string_is_refused(aggregator, channel, where, change, said):
+    call = await open_stream(channel, "nul-value")
+    details = await refused(call, _full_with(change))
+    assert said in details, where
+    assert counted(aggregator, "malformed_facts")
+    assert absent(aggregator, "nul-value")
+
+
+async def test_a_nul_in_a_delta_value_is_refused_and_nothing_stored(aggregator, channel):
+    call = await accepted(channel, "nul-delta")
+    bad = {"host.kernel": wire.Reading.ok("6.9\x00evil")}
+    details = await refused(call, delta(2, bad, FACTS))
+    assert "host.kernel: value contains a NUL character" in details
+    assert unchanged(aggregator, "nul-delta")
+
+
+async def test_a_negative_gpu_index_is_refused(aggregator, channel):
+    call = await open_stream(channel, "minus-five")
+    details = await refused(call, _full_with(lambda f: setattr(f.gpus[0].index, "value", -5)))
+    assert "gpus[0].index is -5: a GPU index is never negative" in details
+    assert counted(aggregator, "negative_gpu_index")
+    assert absent(aggregator, "minus-five")
+
+
+async def test_a_delta_making_a_gpu_index_negative_is_refused(aggregator, channel):
+    call = await accepted(channel, "minus-delta")
+    bad = {"gpus[0].index": wire.Reading.ok(-5)}
+    details = await refused(call, delta(2, bad, {**FACTS, **bad}))
+    assert "gpus[0].index is -5" in details
+    assert unchanged(aggregator, "minus-delta")

@@ -130,7 +130,8 @@ def test_a_partitioned_agent_goes_disconnected_and_recovers(tmp_path, namespaces
         _spawn(
             agg_ns,
             tmp_path / "aggregator.log",
-            str(BIN / "plumb"), "serve", "--grpc-listen", f"{AGG_IP}:7443",
+            # The agent is in another network namespace: unauthenticated, off loopback.
+            str(BIN / "plumb"), "serve", "--insecure-agents", "--grpc-listen", f"{AGG_IP}:7443",
             "--http-listen", "127.0.0.1:8080", "--db", f"sqlite:///{tmp_path / 'plumb.db'}",
             env={
                 "PLUMB_INGEST__IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S),

@@ -28,6 +28,8 @@ from conftest import until as _until
 from helm_fixture import helm_path
 from kubernetes import client, config
 
+from plumb.aggregator.k8s import AgentWorkload
+
 ROOT = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT = "scripts/build-k8s-control-plane.sh"
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -279,20 +281,31 @@ def make_node(api: client.ApiClient) -> Iterator[Callable[..., client.V1Node]]:
             pass
 
 
-class AgentPods:
-    """Agent pods of one ServiceAccount in one namespace, bound straight to nodes (there is
-    no kubelet or scheduler to place them), and the projected-style tokens the kubelet would
-    mint for them."""
+class PodTokens:
+    """Pods of one ServiceAccount in one namespace, and the projected-style tokens the kubelet
+    would mint for them. `pod` binds a bare pod straight to a node (there is no kubelet), as
+    anyone allowed to create pods there could: the agent's real pods come from the chart's
+    DaemonSet instead (`chart_agent_pod`)."""
 
     def __init__(self, core: client.CoreV1Api, namespace: str, service_account: str):
         self.core, self.namespace, self.sa = core, namespace, service_account
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-        core.create_namespaced_service_account(
-            namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=service_account))
-        )
+        for create in (
+            lambda: core.create_namespace(
+                client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
+            ),
+            lambda: core.create_namespaced_service_account(
+                namespace,
+                client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=service_account)),
+            ),
+        ):
+            try:
+                create()
+            except client.ApiException as exc:
+                if exc.status != 409:  # the chart's namespace and ServiceAccounts exist
+                    raise
 
     def pod(self, name: str, node: str) -> client.V1Pod:
-        """Pod `name` on `node`, running as the ServiceAccount."""
+        """Pod `name` on `node`, running as the ServiceAccount, owned by nothing."""
         return self.core.create_namespaced_pod(
             self.namespace,
             client.V1Pod(
@@ -323,6 +336,76 @@ class AgentPods:
         return self.core.create_namespaced_service_account_token(
             self.sa, self.namespace, request
         ).status.token
+
+
+class AgentDaemonSet:
+    """A DaemonSet standing in for the chart's agent: a namespace, ServiceAccount and name of
+    its own, on Nodes labelled `plumb.test/agents=<name>` only, so it never lands on other
+    tests' Nodes (nor the chart's DaemonSet on its). Its pods are made by the real DaemonSet
+    controller and bound by the real scheduler, with the controller ownerReference the chart's
+    agent pods carry; its tokens are bound to them as the kubelet's projected token is."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str, sa: str = "plumb-agent"):
+        self.core = client.CoreV1Api(api)
+        self.namespace, self.name, self.sa = namespace, name, sa
+        self.tokens = PodTokens(self.core, namespace, sa)
+        labels = {"app": name}
+        client.AppsV1Api(api).create_namespaced_daemon_set(
+            namespace,
+            client.V1DaemonSet(
+                metadata=client.V1ObjectMeta(name=name),
+                spec=client.V1DaemonSetSpec(
+                    selector=client.V1LabelSelector(match_labels=labels),
+                    template=client.V1PodTemplateSpec(
+                        metadata=client.V1ObjectMeta(labels=labels),
+                        spec=client.V1PodSpec(
+                            service_account_name=sa,
+                            automount_service_account_token=False,
+                            node_selector=self.node_labels,
+                            containers=[client.V1Container(name="agent", image="plumb:test")],
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """The labels a Node needs for this DaemonSet to run a pod on it."""
+        return {"plumb.test/agents": self.name}
+
+    def pod(self, node: str) -> client.V1Pod:
+        """The DaemonSet's pod on `node`, once the controller made it and it is bound."""
+
+        def bound() -> client.V1Pod | None:
+            pods = self.core.list_namespaced_pod(
+                self.namespace,
+                label_selector=f"app={self.name}",
+                field_selector=f"spec.nodeName={node}",
+            ).items
+            return next((p for p in pods if p.metadata.deletion_timestamp is None), None)
+
+        return until(bound, timeout=30, what=f"DaemonSet {self.name}'s pod on {node}")
+
+    def token(self, node: str) -> str:
+        """The token the kubelet would mint for the DaemonSet's pod on `node`."""
+        return self.tokens.token(self.pod(node))
+
+    def serve_env(self, kubeconfig: Path) -> dict[str, str]:
+        """`plumb serve` settings for kubernetes auth with this DaemonSet as the agent's, the
+        settings the chart gives the aggregator for its own."""
+        return {
+            "PLUMB_AUTH__MODE": "kubernetes",
+            "PLUMB_AUTH__KUBECONFIG": str(kubeconfig),
+            "PLUMB_AUTH__AGENT_NAMESPACE": self.namespace,
+            "PLUMB_AUTH__AGENT_SERVICE_ACCOUNT": self.sa,
+            "PLUMB_AUTH__AGENT_DAEMONSET": self.name,
+        }
+
+    @property
+    def workload(self) -> AgentWorkload:
+        """The same, as the aggregator's AgentWorkload."""
+        return AgentWorkload(self.namespace, self.sa, self.name)
 
 
 @pytest.fixture(scope="session")

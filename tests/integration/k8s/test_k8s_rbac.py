@@ -36,8 +36,8 @@ ALLOWED = [
     ("patch", "nodes", "", None),
     ("patch", "nodes/status", "", None),
     ("create", "tokenreviews", "authentication.k8s.io", None),
-    ("get", "pods", "", "gpu-workloads"),
-    ("list", "pods", "", None),
+    # Agent identity reads the token's pod, in the agents' (release) namespace only.
+    ("get", "pods", "", "plumb"),
     ("list", "daemonsets", "apps", None),
     ("list", "deployments", "apps", None),
     ("get", "leases", "coordination.k8s.io", "plumb"),
@@ -51,6 +51,8 @@ ALLOWED = [
     ("delete", "jobs", "batch", "plumb"),
 ]
 DENIED = [
+    ("get", "pods", "", "gpu-workloads"),
+    ("list", "pods", "", None),
     ("get", "secrets", "", "plumb"),
     ("list", "secrets", "", None),
     ("delete", "nodes", "", None),

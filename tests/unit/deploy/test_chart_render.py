@@ -180,6 +180,10 @@ def test_aggregator_probes_ports_and_service(render, find_object):
     top_level = {n.split("__")[0] for n in env if n.startswith("PLUMB_")}  # PLUMB_AUTH__MODE
     assert top_level - PENDING_AGGREGATOR_ENV <= fields
     assert env["PLUMB_AUTH__MODE"]["value"] == "kubernetes"
+    # Tokens count only for pods of the release's own agent DaemonSet.
+    assert env["PLUMB_AUTH__AGENT_NAMESPACE"]["value"] == "plumb"
+    assert env["PLUMB_AUTH__AGENT_SERVICE_ACCOUNT"]["value"] == "plumb-agent"
+    assert env["PLUMB_AUTH__AGENT_DAEMONSET"]["value"] == "plumb-agent"
 
 
 def test_aggregator_database_sqlite_emptydir_by_default(render, find_object):
@@ -258,10 +262,10 @@ def test_aggregator_rbac_is_least_privilege(render, find_object):
         ("", "nodes", "patch"),
         ("", "nodes/status", "patch"),
         ("authentication.k8s.io", "tokenreviews", "create"),
-        ("", "pods", "list"),
         ("apps", "daemonsets", "list"),
     } <= granted
-    assert not {r for _, r, _ in granted} & {"secrets", "configmaps", "*"}
+    # Pods are read only where agents and validation Jobs run, never cluster-wide.
+    assert not {r for _, r, _ in granted} & {"pods", "secrets", "configmaps", "*"}
     assert not {v for _, _, v in granted} & {"delete", "deletecollection", "*", "escalate"}
     roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Role"}
     leases = roles["plumb-aggregator-leases"]
@@ -270,10 +274,15 @@ def test_aggregator_rbac_is_least_privilege(render, find_object):
     jobs = roles["plumb-aggregator-validation"]
     assert jobs["metadata"]["namespace"] == "plumb-validation"
     assert jobs["rules"][0]["resources"] == ["jobs"]
+    assert {"resources": ["pods"], "verbs": ["list"], "apiGroups": [""]} in jobs["rules"]
+    agents = roles["plumb-aggregator-agents"]
+    assert agents["metadata"]["namespace"] == "plumb"
+    assert agents["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
 
 
-def test_network_policy_admits_grpc_only_from_agents(render, find_object):
-    objects = render(ALL_ON)
+@pytest.mark.parametrize("values", [None, ALL_ON], ids=["default", "all-on"])
+def test_network_policy_admits_grpc_only_from_agents(render, find_object, values):
+    objects = render(values)  # on by default (issue 16, row 3)
     policy = find_object(objects, "NetworkPolicy", "plumb-aggregator")
     grpc_rule = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == "grpc"][0]
     assert grpc_rule["from"] == [
@@ -290,6 +299,11 @@ def test_network_policy_admits_grpc_only_from_agents(render, find_object):
     agent = find_object(objects, "NetworkPolicy", "plumb-agent")
     assert agent["spec"]["policyTypes"] == ["Ingress"]
     assert "ingress" not in agent["spec"]
+
+
+def test_network_policy_can_be_turned_off(render):
+    objects = render({"networkPolicy": {"enabled": False}})
+    assert not [o for o in objects if o["kind"] == "NetworkPolicy"]
 
 
 def test_pdb_uses_policy_v1(render, find_object):

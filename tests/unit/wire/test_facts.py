@@ -21,7 +21,8 @@ _INT_LEAVES = ["gpus[{i}].temperature_celsius", "gpus[{i}].memory_total_bytes"]
 _BOOL_LEAVES = ["gpus[{i}].persistence_mode", "gpus[{i}].ecc_mode_current"]
 _FLOAT_LEAVES = ["gpus[{i}].power_limit_watts"]
 
-text = st.text(max_size=40)
+# The wire refuses a NUL in any string (the database cannot hold one); nothing else.
+text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 
 
 def readings(values: st.SearchStrategy) -> st.SearchStrategy[wire.Reading]:
