@@ -130,7 +130,8 @@ def test_the_drifted_node_shows_as_drifted_and_first(
 
     node_dom = chromium(aggregator.url + "/nodes/eks-h100-2", "--dump-dom")
     assert 'data-drifted="true"' in node_dom
-    assert "Roll the node to the recipe" in node_dom  # the remediation
+    # The remediation of its critical finding: the fabric manager the upgrade left behind.
+    assert "install and start nvidia-fabricmanager" in node_dom
     assert f"<b>{DRIFTED_DRIVER}</b>" in node_dom  # in findings and the history timeline
     assert node_dom.count("GPU-") >= 8  # the per-GPU table
 

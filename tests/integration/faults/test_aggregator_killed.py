@@ -12,7 +12,7 @@ import signal
 import statistics
 import time
 
-from conftest import until
+from conftest import scrape, until
 
 from plumb import facts as wire
 from plumb.aggregator.store import Store
@@ -30,6 +30,10 @@ BASE = {
 
 def _live(agg: DbAggregator) -> dict[str, tuple[bool, str | None]]:
     return {n["name"]: (n["connected"], n["driver_version"]) for n in agg.json("/v1/nodes")}
+
+
+def _pending(agg: DbAggregator) -> float:
+    return next(v for n, _, v in scrape(agg) if n == "plumb_store_pending_updates")
 
 
 def _chain(store: Store, node: str) -> list[str]:
@@ -60,6 +64,8 @@ def test_agents_resync_after_sigkill_and_history_is_exact(tmp_path, fleet_factor
         heartbeat_interval_s=5.0,
     )
     until(lambda: sum(c for c, _ in _live(agg).values()) == N, timeout=90, what="200 agents up")
+    # Their first facts are stored before the changes start: the chain begins at r0.
+    until(lambda: _pending(agg) == 0, timeout=60, what="first facts stored")
 
     for n in nodes:  # round 1 goes out; the kill lands while some of it is in flight
         n.set(PATH, "r1")

@@ -33,8 +33,6 @@ ALLOWED = [
     ("get", "nodes", "", None),
     ("list", "nodes", "", None),
     ("watch", "nodes", "", None),
-    ("patch", "nodes", "", None),
-    ("patch", "nodes/status", "", None),
     ("create", "tokenreviews", "authentication.k8s.io", None),
     # Agent identity reads the token's pod, in the agents' (release) namespace only.
     ("get", "pods", "", "plumb"),
@@ -51,6 +49,10 @@ ALLOWED = [
     ("delete", "jobs", "batch", "plumb"),
 ]
 DENIED = [
+    # Node labels and conditions only with aggregator.nodeWrites, off by default (the chart's
+    # render tests cover the option).
+    ("patch", "nodes", "", None),
+    ("patch", "nodes/status", "", None),
     ("get", "pods", "", "gpu-workloads"),
     ("list", "pods", "", None),
     ("get", "secrets", "", "plumb"),
