@@ -33,6 +33,7 @@ def now() -> datetime:
 def h100_facts(gpus: int = 8) -> dict[str, Reading]:
     out = {}
     for i in range(gpus):
+        out[f"gpus[{i}].index"] = Reading.ok(i)  # every GPU has its index, as collectors give it
         out[f"gpus[{i}].name"] = Reading.ok("NVIDIA H100 80GB HBM3")
         out[f"gpus[{i}].pci_device_id"] = Reading.ok("0x2330")
         out[f"gpus[{i}].pcie_link_gen_max"] = Reading.ok(5)
