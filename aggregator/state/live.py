@@ -163,6 +163,13 @@ class LiveState:
             node = self._nodes[name] = NodeState(name=name, first_seen_at=at)
         return node
 
+    def remove(self, name: str) -> None:
+        """Forget node `name`, and what the cluster said of it."""
+        self._nodes.pop(name, None)
+        self._cluster.pop(name, None)
+        self._fill.pop(name, None)
+        self.changed()
+
     def changed(self) -> None:
         """Tell readers that something they may have cached is stale."""
         self.generation += 1

@@ -158,6 +158,11 @@ class Aggregator:
             self.url + path, headers=headers, timeout=10, verify=self._verify, **kwargs
         )
 
+    def delete(self, path: str, token: str | None = ADMIN_TOKEN) -> httpx.Response:
+        """DELETE as `token` (the admin's by default; None: anonymous)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.delete(self.url + path, headers=headers, timeout=10, verify=self._verify)
+
     @property
     def _verify(self) -> ssl.SSLContext | bool:
         return ssl.create_default_context(cafile=str(self.ca_file)) if self.ca_file else True
