@@ -16,12 +16,12 @@ Pure: no I/O, no transport; the core passes facts in and serialises what comes o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from plumb.aggregator.errors import InvalidInput
+from plumb.aggregator.state.views import gpu_views
 from plumb.facts import Reading
 
 __all__ = [
@@ -39,7 +39,6 @@ CRITERIA_KINDS = ("service", "accelerator", "os", "intent", "platform")
 _SERVICE_ALIASES = {"self-managed": "any", "self": "any", "vanilla": "any", "": "any"}
 _OS_ALIASES = {"al2": "amazonlinux", "al2023": "amazonlinux", "": "any"}
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "amd64": "amd64", "arm64": "arm64"}
-_GPU = re.compile(r"^gpus\[(\d+)\]\.([a-z_]+)$")
 
 Scalar = str | int | float | bool
 
@@ -63,12 +62,10 @@ def _subtype(name: str, data: dict[str, Scalar], items: list | None = None) -> d
 
 def _gpus(facts: Mapping[str, Reading]) -> list[dict[str, Scalar]]:
     """Per-GPU ok readings, by index."""
-    found: dict[int, dict[str, Scalar]] = {}
-    for path, reading in facts.items():
-        match = _GPU.match(path)
-        if match and reading.status == "ok" and reading.value is not None:
-            found.setdefault(int(match.group(1)), {})[match.group(2)] = reading.value
-    return [found[i] for i in sorted(found)]
+    return [
+        {leaf: v for leaf in g.readings if (v := g.value(leaf)) is not None}
+        for g in gpu_views(facts)
+    ]
 
 
 def snapshot(

@@ -17,7 +17,7 @@ from plumb.aggregator import __version__, aicr
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
-from plumb.aggregator.errors import InvalidInput, NotFound, Unavailable
+from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, Unavailable
 from plumb.aggregator.intake.intake import Intake
 from plumb.aggregator.k8s import Cluster
 from plumb.aggregator.metrics.collectors import MetricsPage
@@ -150,6 +150,17 @@ class Core:
     def accept_baseline(self, name: str) -> Baseline:
         """Accept the node's current stack as its baseline; baseline findings close."""
         return self._intake.accept_baseline(self.node(name))
+
+    def remove_node(self, name: str) -> None:
+        """Forget a node whose agent no longer streams, with its history; Conflict while it
+        does (it would only come back)."""
+        node = self.node(name)
+        if node.connected:
+            raise Conflict(
+                f"node {name!r} has an agent streaming to this aggregator",
+                hint="stop its agent (or drain and delete the node) first, then remove it",
+            )
+        self._intake.remove(node)
 
     def nodes(self) -> list[NodeState]:
         """Every known node, by name."""

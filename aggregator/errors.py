@@ -1,7 +1,7 @@
 """Plumb's typed errors and the one table that maps them to HTTP, gRPC and exit statuses.
 
-Hierarchy: PlumbError (internal) > InvalidInput (> TooLarge), NotFound, Unauthenticated,
-Forbidden, RateLimited, Unavailable.
+Hierarchy: PlumbError (internal) > InvalidInput (> TooLarge), NotFound, Conflict,
+Unauthenticated, Forbidden, RateLimited, Unavailable.
 The core raises these; each transport maps `code` through STATUS exactly once.
 """
 
@@ -38,6 +38,12 @@ class NotFound(PlumbError):
     code = "not_found"
 
 
+class Conflict(PlumbError):
+    """The request contradicts the state it acts on (e.g. removing a node that streams)."""
+
+    code = "conflict"
+
+
 class Unauthenticated(PlumbError):
     """The caller presented no credential, or one that is not known."""
 
@@ -71,6 +77,7 @@ STATUS: dict[str, tuple[int, grpc.StatusCode, int]] = {
     "invalid_input": (400, grpc.StatusCode.INVALID_ARGUMENT, 2),
     "too_large": (413, grpc.StatusCode.RESOURCE_EXHAUSTED, 2),
     "not_found": (404, grpc.StatusCode.NOT_FOUND, 3),
+    "conflict": (409, grpc.StatusCode.FAILED_PRECONDITION, 8),
     "unauthenticated": (401, grpc.StatusCode.UNAUTHENTICATED, 6),
     "forbidden": (403, grpc.StatusCode.PERMISSION_DENIED, 4),
     "rate_limited": (429, grpc.StatusCode.RESOURCE_EXHAUSTED, 7),

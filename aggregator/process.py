@@ -13,6 +13,7 @@ import contextlib
 import logging
 import signal
 from dataclasses import dataclass
+from datetime import timedelta
 
 import grpc
 import uvicorn
@@ -72,6 +73,22 @@ class Process:
     # Loaded from the store, evaluated by `restore` once the ports are open.
     loaded: list[NodeState]
     restored: asyncio.Event
+
+    async def expire_nodes(self) -> None:
+        """Remove nodes gone longer than nodes.expire_after_s, until cancelled; with replicas,
+        only the first live one does (the others learn it from the database)."""
+        n = self.settings.nodes
+        if n.expire_after_s is None:
+            return
+        after = timedelta(seconds=n.expire_after_s)
+        while True:
+            await asyncio.sleep(n.expire_check_s)
+            if self.replicas.membership.leader == self.settings.replica.name:
+                gone = self.intake.expire(utcnow(), after)
+                if gone:
+                    log.info(
+                        "nodes expired", extra={"nodes": len(gone), "after_s": n.expire_after_s}
+                    )
 
     async def restore(self) -> None:
         """Hash and evaluate the nodes loaded from the store; /readyz says `restored: false`
@@ -266,6 +283,7 @@ async def serve(settings: AggregatorSettings) -> None:
     credentials = _grpc_credentials(settings.tls)
     writer_task = asyncio.create_task(p.writer.run(), name="store-writer")
     tail_task = asyncio.create_task(p.replicas.run(), name="replica-tail")
+    expire_task = asyncio.create_task(p.expire_nodes(), name="node-expiry")
 
     server = grpc.aio.server(
         options=[
@@ -340,9 +358,9 @@ async def serve(settings: AggregatorSettings) -> None:
     http.should_exit = True
     await http_task
     await p.writer.flush(timeout_s=_GRACE_S * 2)
-    tail_task.cancel()
-    writer_task.cancel()
-    await asyncio.gather(tail_task, writer_task, return_exceptions=True)
+    for task in (expire_task, tail_task, writer_task):
+        task.cancel()
+    await asyncio.gather(expire_task, tail_task, writer_task, return_exceptions=True)
     p.store.close()
     log.info("aggregator stopped")
 

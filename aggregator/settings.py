@@ -66,6 +66,17 @@ class ValidationSettings(BaseModel):
     kubernetes: Literal["auto", "off"] = "auto"
 
 
+class NodeSettings(BaseModel):
+    """How long a node no agent reports for is kept."""
+
+    # A week: longer than a node is usually down for repair or a long drain, short enough
+    # that a decommissioned or renamed node stops showing as down. None keeps nodes until
+    # `plumb node rm`. A removed node's history goes with it.
+    expire_after_s: float | None = Field(7 * 86400.0, gt=0)
+    # How often to look for expired nodes; the expiry itself is coarse.
+    expire_check_s: float = Field(60.0, gt=0)
+
+
 class StoreSettings(BaseModel):
     """The write path to the database."""
 
@@ -244,6 +255,7 @@ class AggregatorSettings(BaseSettings):
     log_format: LogFormat = "text"
     ingest: IngestSettings = IngestSettings()
     store: StoreSettings = StoreSettings()
+    nodes: NodeSettings = NodeSettings()
     recipes: RecipeSettings = RecipeSettings()
     auth: AuthSettings = AuthSettings()
     api: ApiSettings = ApiSettings()

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from plumb.aggregator.api.access import AdminAccess
 from plumb.aggregator.api.models import ChangeOut, NodeDetailOut, NodeOut, SnapshotNodeOut
 from plumb.aggregator.core import Core
 
@@ -40,6 +41,13 @@ async def get_node(name: str, core: CoreDep) -> NodeDetailOut:
     """All of one node's facts, nested, each with its status."""
     node = core.node(name)
     return NodeDetailOut.of_node(node, core.overview(node))
+
+
+@router.delete("/nodes/{name}", dependencies=[AdminAccess])
+async def remove_node(name: str, core: CoreDep) -> dict[str, Any]:
+    """Forget a node no agent streams for, with its history and findings; 409 while one does."""
+    core.remove_node(name)
+    return {"node": name, "removed": True}
 
 
 @router.get("/nodes/{name}/history")

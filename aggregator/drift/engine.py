@@ -129,8 +129,9 @@ class DriftEngine:
                 self._open[f.node][f.key] = f
 
     def forget(self, node: str) -> None:
-        """Drop a node's open findings from memory (they stay stored)."""
+        """Drop a removed node's open findings and baseline (the store drops its rows)."""
         self._open.pop(node, None)
+        self.baselines.pop(node, None)
 
     def _reconcile(
         self,

@@ -14,11 +14,11 @@ from functools import lru_cache
 from plumb.aggregator.drift.model import Observation
 from plumb.aggregator.recipes import Resolution, parse_version
 from plumb.aggregator.recipes.drift_rules import DriftRules, PoolRule
-from plumb.facts import Reading, gpu_count
+from plumb.aggregator.state.views import gpu_views
+from plumb.facts import Reading
 
 Facts = Mapping[str, Reading]
 _INDEX = re.compile(r"\[\d+\]")
-_GPU_PATH = re.compile(r"^gpus\[\d+\]\.([a-z_]+)$")
 
 
 def _value(facts: Facts, path: str) -> str | None:
@@ -176,15 +176,11 @@ def link_key(fact: str) -> str:
 def _best_links(facts: Facts, links: tuple[str, ...]) -> dict[str, str]:
     """Per link fact, the node's best GPU's value: what its slots and links can run."""
     best: dict[str, float] = {}
-    wanted = set(links)
-    for path, reading in facts.items():
-        match = _GPU_PATH.match(path)
-        if match is None or match.group(1) not in wanted or reading.status != "ok":
-            continue
-        if isinstance(reading.value, bool) or not isinstance(reading.value, int | float):
-            continue
-        key = link_key(match.group(1))
-        best[key] = max(best.get(key, reading.value), reading.value)
+    for g in gpu_views(facts):
+        for fact in links:
+            if (value := g.number(fact)) is not None:
+                key = link_key(fact)
+                best[key] = max(best.get(key, value), value)
     return {k: f"{v:g}" for k, v in best.items()}
 
 
@@ -226,10 +222,12 @@ def health(
     """Per-GPU readings out of bounds, links below the baseline's or the pool's, and GPUs
     missing against the baseline's count."""
     out = []
-    count = gpu_count(facts)
-    for i in range(count):
+    gpus = gpu_views(facts)
+    count = len(gpus)
+    for g in gpus:
+        i = g.index
         for rule in rules.health.gpus:
-            value = _number(facts, f"gpus[{i}].{rule.fact}")
+            value = g.number(rule.fact)
             if value is None:
                 continue
             if rule.above is not None:

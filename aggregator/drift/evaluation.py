@@ -68,6 +68,18 @@ class Evaluator:
             out.extend(self._refresh_pool(pool, skip=node.name))
         return [t for t in out if t]
 
+    def forget(self, name: str) -> list[Transitions]:
+        """Drop a removed node's recipe, pool place and findings; its pool mates' pool
+        findings change if the majority moved without it."""
+        self.resolutions.pop(name, None)
+        self.drift.forget(name)
+        pool = self._pool_of.pop(name, None)
+        if pool is None:
+            return []
+        self.pools[pool].discard(name)
+        self._tallies[pool].discard(name)
+        return [t for t in self._refresh_pool(pool, skip=name) if t]
+
     def pool_driver_versions(self) -> dict[str, int]:
         """Distinct driver versions among the nodes of each pool."""
         out = {}

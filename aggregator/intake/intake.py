@@ -164,6 +164,31 @@ class Intake:
         self._commit(node, NodeUpdate(node=node.name, at=self._clock(), baseline=baseline))
         return baseline
 
+    def remove(self, node: NodeState) -> None:
+        """Forget a node that no longer streams: live state, recipe, findings, and (through
+        the writer, after whatever it still holds for the node) its rows."""
+        self._state.remove(node.name)
+        transitions = self._evaluator.forget(node.name)
+        self._writer.submit(NodeUpdate(node=node.name, at=self._clock(), removed=True))
+        for t in transitions:
+            self._writer.submit(
+                NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
+            )
+            self._count(t)
+            _log(t)
+        log.info("node removed", extra={"node": node.name})
+
+    def expire(self, now: datetime, after: timedelta) -> list[str]:
+        """Remove the nodes whose agents have not reported for `after`; their names."""
+        gone = [
+            n
+            for n in self._state.nodes()
+            if not n.connected and n.last_report_at is not None and now - n.last_report_at > after
+        ]
+        for node in gone:
+            self.remove(node)
+        return [n.name for n in gone]
+
     # -- the store: start-up and other replicas ----------------------------------------------
 
     def restore(

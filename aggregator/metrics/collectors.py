@@ -193,13 +193,13 @@ class _NodeLines:
                 "plumb_gpu_info",
                 {
                     "node": s.name,
-                    "gpu": str(node.value(f"gpus[{i}].index")),
-                    "uuid": str(node.value(f"gpus[{i}].uuid") or ""),
-                    "product": str(node.value(f"gpus[{i}].name") or ""),
+                    "gpu": str(g.value("index")),
+                    "uuid": g.text("uuid") or "",
+                    "product": g.text("name") or "",
                 },
                 1.0,
             )
-            for i in range(s.gpu_count)
+            for g in node.gpus()
         )
         return lines
 

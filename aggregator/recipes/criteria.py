@@ -15,7 +15,8 @@ from functools import cache
 from plumb.aggregator.errors import InvalidInput
 from plumb.aggregator.recipes.catalog import CRITERIA_KEYS, Catalog, load_catalog
 from plumb.aggregator.recipes.node import NodeView
-from plumb.facts import Reading, gpu_count
+from plumb.aggregator.state.views import gpu_views
+from plumb.facts import Reading
 
 __all__ = ["Criteria", "CriteriaError", "check_criteria", "infer_criteria"]
 
@@ -89,16 +90,10 @@ def infer_criteria(
 def _accelerator(catalog: Catalog, facts: Mapping[str, Reading]) -> str:
     """The accelerator most of the node's GPUs are; ``any`` when none is recognised."""
 
-    def text(path: str) -> str | None:
-        reading = facts.get(path)
-        if reading is None or reading.status != "ok" or reading.value is None:
-            return None
-        return str(reading.value)
-
     found = Counter(
         row.accelerator
-        for i in range(gpu_count(facts))
-        if (row := catalog.identify_gpu(text(f"gpus[{i}].name"), text(f"gpus[{i}].pci_device_id")))
+        for g in gpu_views(facts)
+        if (row := catalog.identify_gpu(g.text("name"), g.text("pci_device_id")))
     )
     if not found:
         return "any"

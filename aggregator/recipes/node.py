@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from plumb.facts import Reading, gpu_count
+from plumb.aggregator.state.views import gpu_views
+from plumb.facts import Reading
 
 __all__ = ["FACT_NAMES", "GpuIdentity", "NodeView", "normalize_pci_device_id"]
 
@@ -69,8 +70,12 @@ def normalize_pci_device_id(raw: str) -> str:
     return text[:4] if len(text) == 8 else text
 
 
-# The repeated entries' leaves a view reads; a node's other few hundred paths are skipped.
-_WANTED = frozenset(_MULTI.values()) | {("cluster.labels", "name"), ("cluster.labels", "value")}
+# The repeated entries' leaves a view reads (GPUs come from their views); a node's other few
+# hundred paths are skipped.
+_WANTED = frozenset(v for v in _MULTI.values() if v[0] != "gpus") | {
+    ("cluster.labels", "name"),
+    ("cluster.labels", "value"),
+}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -118,13 +123,16 @@ class NodeView:
             if parts is not None and reading.status == "ok" and reading.value is not None:
                 prefix, index, leaf = parts
                 repeated.setdefault(prefix, {}).setdefault(index, {})[leaf] = _text(reading.value)
+        gpus = gpu_views(facts)
         for name, (prefix, leaf) in _MULTI.items():
-            found = {e[leaf] for e in repeated.get(prefix, {}).values() if leaf in e}
+            if prefix == "gpus":
+                found = {_text(v) for g in gpus if (v := g.value(leaf)) is not None}
+            else:
+                found = {e[leaf] for e in repeated.get(prefix, {}).values() if leaf in e}
             if found:
                 values[name] = tuple(sorted(found))
-        gpus = repeated.get("gpus", {})
-        if count := gpu_count(facts):
-            values["gpu.count"] = (str(count),)
+        if gpus:
+            values["gpu.count"] = (str(len(gpus)),)
         labels = {
             e.get("name"): e.get("value") for e in repeated.get("cluster.labels", {}).values()
         }
@@ -133,8 +141,8 @@ class NodeView:
                 values[name] = (labels[label],)  # type: ignore[assignment]
         if identify is not None and gpus:
             ids, unknown = set(), set()
-            for g in gpus.values():
-                name, pci = g.get("name"), g.get("pci_device_id")
+            for g in gpus:
+                name, pci = g.text("name"), g.text("pci_device_id")
                 found = identify(name, pci)
                 if found is not None:
                     ids.add(found)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from plumb.facts import Reading, content_hash, gpu_count
+from plumb.aggregator.state.views import GpuView, gpu_views
+from plumb.facts import Reading, content_hash
 
 __all__ = ["LiveState", "NodeState", "NodeSummary", "utcnow"]
 
@@ -80,8 +81,12 @@ class NodeState:
         reading = self.facts.get(path)
         return reading.value if reading is not None and reading.status == "ok" else None
 
+    def gpus(self) -> tuple[GpuView, ...]:
+        """The node's GPUs, grouped once per facts version."""
+        return self.derived("gpus", lambda node: gpu_views(node.facts))
+
     def gpu_count(self) -> int:
-        return self.derived("gpu_count", lambda node: gpu_count(node.facts))
+        return len(self.gpus())
 
     def gpu_product(self) -> str | None:
         """The product name when every GPU has the same one, else the names joined by ' + '."""
@@ -119,7 +124,7 @@ class NodeSummary:
 
 
 def _gpu_product(node: NodeState) -> str | None:
-    names = sorted({str(node.value(f"gpus[{i}].name")) for i in range(node.gpu_count())} - {"None"})
+    names = sorted({name for g in node.gpus() if (name := g.text("name")) is not None})
     return " + ".join(names) if names else None
 
 
@@ -157,6 +162,13 @@ class LiveState:
         if node is None:
             node = self._nodes[name] = NodeState(name=name, first_seen_at=at)
         return node
+
+    def remove(self, name: str) -> None:
+        """Forget node `name`, and what the cluster said of it."""
+        self._nodes.pop(name, None)
+        self._cluster.pop(name, None)
+        self._fill.pop(name, None)
+        self.changed()
 
     def changed(self) -> None:
         """Tell readers that something they may have cached is stale."""

@@ -119,6 +119,9 @@ class NodeUpdate:
     opened: tuple[DriftFinding, ...] = ()
     closed: tuple[DriftFinding, ...] = ()
     baseline: Baseline | None = None
+    # The node is forgotten, after this update's own changes: its row goes, and with it (the
+    # schema's ON DELETE CASCADE) its facts, history, findings and baseline.
+    removed: bool = False
 
 
 @dataclass(frozen=True)
@@ -256,24 +259,36 @@ class Store:
             _check(update)
         if not updates:
             return 0
-        changes = [(u, c) for u in updates for c in u.changes]
         now = datetime.now(UTC)  # when the batch lands, not when it was queued: tails read it
+        written = 0
         with _errors("writing node updates", self._engine), self._engine.begin() as conn:
-            # Consecutive runs of the same kind go as one executemany; order is kept.
-            for shape, group in groupby(updates, key=_node_shape):
-                conn.execute(self._upsert_nodes(shape), [self._node_params(u, now) for u in group])
-            for removed, group in groupby(changes, key=lambda uc: uc[1].new is None):
-                self._write_facts(conn, removed, [(u.node, c) for u, c in group])
-            rows = [_change_params(u, c) for u, c in changes if u.history]
-            if rows:
-                conn.execute(insert(_changes), rows)
-            drift.write(
-                conn,
-                self._upsert,
-                self._dialect_insert,
-                [(u.opened, u.closed) for u in updates if u.opened or u.closed],
-                [(u.node, u.baseline) for u in updates if u.baseline is not None],
-            )
+            # A removal applies after what precedes it in the queue and before what follows.
+            for removal, run in groupby(updates, key=lambda u: u.removed):
+                run = list(run)
+                written += self._apply_run(conn, run, now)
+                if removal:
+                    nodes = [u.node for u in run]
+                    conn.execute(delete(_nodes).where(_nodes.c.name.in_(nodes)))
+        return written
+
+    def _apply_run(self, conn: Connection, updates: list[NodeUpdate], now: datetime) -> int:
+        """Write one run of updates; the number of change rows written."""
+        changes = [(u, c) for u in updates for c in u.changes]
+        # Consecutive runs of the same kind go as one executemany; order is kept.
+        for shape, group in groupby(updates, key=_node_shape):
+            conn.execute(self._upsert_nodes(shape), [self._node_params(u, now) for u in group])
+        for removed, group in groupby(changes, key=lambda uc: uc[1].new is None):
+            self._write_facts(conn, removed, [(u.node, c) for u, c in group])
+        rows = [_change_params(u, c) for u, c in changes if u.history]
+        if rows:
+            conn.execute(insert(_changes), rows)
+        drift.write(
+            conn,
+            self._upsert,
+            self._dialect_insert,
+            [(u.opened, u.closed) for u in updates if u.opened or u.closed],
+            [(u.node, u.baseline) for u in updates if u.baseline is not None],
+        )
         return len(rows)
 
     def load_drift(self) -> tuple[list[DriftFinding], dict[str, Baseline]]:

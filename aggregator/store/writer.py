@@ -208,8 +208,9 @@ class Writer:
 
 
 def _decided(update: NodeUpdate) -> bool:
-    """Whether ``update`` holds only what the aggregator decided (drift, baseline), no facts."""
-    return bool(update.opened or update.closed or update.baseline) and not (
+    """Whether ``update`` holds only what the aggregator decided (drift, baseline, a node's
+    removal), no facts."""
+    return bool(update.opened or update.closed or update.baseline or update.removed) and not (
         update.changes
         or update.connected is not None
         or update.last_report_at is not None

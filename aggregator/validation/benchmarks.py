@@ -171,10 +171,11 @@ def _model_facts(run: NcclRun, node: NodeState, catalog: Catalog) -> Mapping[str
     host = _host_of(run, node)
     if host is None or host.model is None:
         return node.facts
-    for name in (host.model, f"NVIDIA {host.model}"):
-        if catalog.identify_gpu(name, None) is not None:
-            return {"gpus[0].name": Reading.ok(name)}
-    return {"gpus[0].name": Reading.ok(host.model)}
+    named = next(
+        (n for n in (host.model, f"NVIDIA {host.model}") if catalog.identify_gpu(n, None)),
+        host.model,
+    )
+    return {"gpus[0].index": Reading.ok(0), "gpus[0].name": Reading.ok(named)}
 
 
 def _host_of(run: NcclRun, node: NodeState) -> NcclNode | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from plumb.aggregator.recipes import Catalog
 from plumb.aggregator.recipes.check_catalog import CheckDef
+from plumb.aggregator.state.views import gpu_views
 from plumb.aggregator.validation.model import CheckResult
 from plumb.facts import Reading
 
@@ -25,11 +26,6 @@ class Peak:
     source: str
 
 
-def _fact(facts: Mapping[str, Reading], path: str) -> object | None:
-    r = facts.get(path)
-    return r.value if r is not None and r.status == "ok" else None
-
-
 def peak_of(check: CheckDef, facts: Mapping[str, Reading], catalog: Catalog) -> Peak:
     """The peak of `check`'s threshold on the node with `facts`."""
     t = check.threshold
@@ -37,18 +33,18 @@ def peak_of(check: CheckDef, facts: Mapping[str, Reading], catalog: Catalog) -> 
         return Peak(None, "no threshold")
     if t.peak == "pcie_link":
         links = []
-        i = 0
-        while (gen := _fact(facts, f"gpus[{i}].pcie_link_gen_max")) is not None:
-            width = _fact(facts, f"gpus[{i}].pcie_link_width_max")
-            lane = catalog.checks.pcie_lane_gbps.get(int(gen))  # type: ignore[arg-type]
+        for g in gpu_views(facts):
+            gen, width = g.number("pcie_link_gen_max"), g.number("pcie_link_width_max")
+            lane = catalog.checks.pcie_lane_gbps.get(int(gen)) if gen is not None else None
             if lane and width:
-                links.append(lane * int(width))  # type: ignore[arg-type]
-            i += 1
+                links.append(lane * int(width))
         if not links:
             return Peak(None, "PCIe link generation and width not reported")
         return Peak(min(links) * t.scale, "PCIe link (gen x width)")
-    name, pci = _fact(facts, "gpus[0].name"), _fact(facts, "gpus[0].pci_device_id")
-    row = catalog.identify_gpu(str(name) if name else None, str(pci) if pci else None)
+    first = next(iter(gpu_views(facts)), None)
+    name = first.text("name") if first else None
+    pci = first.text("pci_device_id") if first else None
+    row = catalog.identify_gpu(name, pci)
     if row is None:
         return Peak(None, f"GPU {name or '?'} is not in the GPU catalog")
     figure = getattr(row, t.peak)

@@ -19,6 +19,7 @@ import yaml
 from pg_fixture import pg_server, pg_url  # noqa: F401  (fixtures: imported to register them)
 from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
+from timeouts import scaled
 
 BIN = Path(sys.executable).parent
 # Every test aggregator reads anonymously, as the demo does, and knows these two tokens;
@@ -39,7 +40,9 @@ def until(
     what: str = "condition",
     transient: tuple[type[Exception], ...] = TRANSIENT,
 ) -> object:
-    """Poll `check` until it returns something truthy; fail the test at the deadline."""
+    """Poll `check` until it returns something truthy; fail the test at the deadline
+    (`timeout` times PLUMB_TEST_TIMEOUT_SCALE)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:
@@ -54,6 +57,7 @@ def until(
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+    timeout = scaled(timeout)
     if proc.poll() is None:
         proc.send_signal(sig)
         try:
@@ -127,11 +131,15 @@ class Aggregator:
             stderr=subprocess.STDOUT,
             env={**ENV, **self.access_env(), **self.extra_env},
         )
-        until(
-            lambda: self.get("/readyz").status_code == 200,
-            timeout=self.start_timeout_s,
-            what="aggregator /readyz",
-        )
+        try:
+            until(
+                lambda: self.get("/readyz").status_code == 200,
+                timeout=self.start_timeout_s,
+                what="aggregator /readyz",
+            )
+        except BaseException:  # a failed setup leaves no `plumb serve` behind
+            stop(self.proc, signal.SIGKILL)
+            raise
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
@@ -149,6 +157,11 @@ class Aggregator:
         return httpx.post(
             self.url + path, headers=headers, timeout=10, verify=self._verify, **kwargs
         )
+
+    def delete(self, path: str, token: str | None = ADMIN_TOKEN) -> httpx.Response:
+        """DELETE as `token` (the admin's by default; None: anonymous)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.delete(self.url + path, headers=headers, timeout=10, verify=self._verify)
 
     @property
     def _verify(self) -> ssl.SSLContext | bool:

@@ -24,6 +24,7 @@ ADMIN_ONLY = {
     ("POST", "/v1/validations"),
     ("POST", "/v1/nodes/{name}/baseline"),
     ("POST", "/v1/benchmarks"),
+    ("DELETE", "/v1/nodes/{name}"),
 }
 
 

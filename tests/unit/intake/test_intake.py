@@ -178,3 +178,24 @@ async def test_restored_nodes_are_disconnected_until_evaluated_then_have_their_f
     assert any(f.component == "driver-minimum" for f in evaluator.drift.open_findings("gpu-1"))
     assert all(not u.changes for u in writer.updates)  # restoring stores no fact again
     assert state.get("gpu-1") is node
+
+
+def test_a_removed_node_leaves_the_live_state_its_recipe_and_the_store():
+    intake, state, evaluator, writer, _ = make()
+    report(intake, h100(driver="550.163.01"), 1, session="s1")
+    assert evaluator.drift.open_findings("gpu-1")
+    intake.disconnected("gpu-1", "s1")
+    intake.remove(state.get("gpu-1"))  # type: ignore[arg-type]
+    assert state.get("gpu-1") is None and "gpu-1" not in evaluator.resolutions
+    assert evaluator.drift.open_findings("gpu-1") == []
+    assert writer.updates[-1].node == "gpu-1" and writer.updates[-1].removed
+
+
+def test_only_nodes_silent_longer_than_the_expiry_are_removed():
+    intake, state, _, _, _ = make()
+    report(intake, h100(), 1, session="s1")
+    intake.disconnected("gpu-1", "s1")
+    last = state.get("gpu-1").last_report_at  # type: ignore[union-attr]
+    assert intake.expire(last + timedelta(hours=1), timedelta(days=7)) == []
+    assert intake.expire(last + timedelta(days=8), timedelta(days=7)) == ["gpu-1"]
+    assert state.get("gpu-1") is None

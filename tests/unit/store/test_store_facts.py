@@ -124,6 +124,23 @@ def test_a_batch_applies_its_updates_in_order(store):
     assert [e.at for e in store.history("n")] == [at(2), at(1), at(0)]
 
 
+def test_a_removal_drops_the_node_with_its_facts_and_history_in_queue_order(store):
+    path = "driver.driver_version"
+    store.apply([_added("gone", {path: OLD}), _added("kept", {path: OLD})])
+    store.apply(
+        [
+            NodeUpdate("gone", at(1), (Change(path, OLD, NEW),)),
+            NodeUpdate("gone", at(2), removed=True),
+            _added("gone", {path: OLD}),  # the name comes back after: a new node
+        ]
+    )
+    by_name = {n.name: n for n in store.load()}
+    assert set(by_name) == {"gone", "kept"}
+    assert by_name["gone"].facts == {path: OLD}
+    assert [e.at for e in store.history("gone")] == [at(0)]  # the old history went with it
+    assert len(store.history("kept")) == 1
+
+
 def test_history_is_newest_first_with_since_and_limit(store):
     path = "driver.driver_version"
     store.apply([_added("n", {path: OLD}, 0), _added("other", {path: OLD}, 0)])

@@ -33,6 +33,7 @@ def now() -> datetime:
 def h100_facts(gpus: int = 8) -> dict[str, Reading]:
     out = {}
     for i in range(gpus):
+        out[f"gpus[{i}].index"] = Reading.ok(i)  # every GPU has its index, as collectors give it
         out[f"gpus[{i}].name"] = Reading.ok("NVIDIA H100 80GB HBM3")
         out[f"gpus[{i}].pci_device_id"] = Reading.ok("0x2330")
         out[f"gpus[{i}].pcie_link_gen_max"] = Reading.ok(5)
@@ -150,12 +151,22 @@ async def test_a_failed_warning_severity_check_only_warns():
 async def test_a_node_that_disconnects_mid_run_gets_errors_and_the_run_ends():
     fleet = Fleet("ok", "gone")
     fleet.answer = {"gone": {c: None for c in CATALOG.checks.by_id}}
+    asked, send = asyncio.Event(), fleet.send
+
+    def send_and_tell(node, msg):
+        sent = send(node, msg)
+        if {n for n, _ in fleet.sent} == {"ok", "gone"}:
+            asked.set()
+        return sent
+
+    fleet.send = send_and_tell  # type: ignore[method-assign]
     v = fleet.make(grace_s=30)
     run_id = v.start(phases=("conformance",)).id
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(asked.wait(), 5)  # both nodes were asked
     assert v.get(run_id).finished_at is None
     v.stream_closed("gone", "s-other")  # a newer stream's close says nothing of this one
-    await asyncio.sleep(0.01)
+    for _ in range(10):  # let whatever that close scheduled run
+        await asyncio.sleep(0)
     assert v.get(run_id).finished_at is None
     v.stream_closed("gone", "s-gone")
     run = await finish(v, run_id)
