@@ -93,7 +93,7 @@ class Core:
         elif criteria is not None:
             source = Recipe.of(self.recipe_for_criteria(criteria))
         else:
-            source = parse_recipe(recipe, self.catalog)  # type: ignore[arg-type]
+            source = await asyncio.to_thread(parse_recipe, recipe, self.catalog)  # type: ignore[arg-type]
         return await asyncio.to_thread(build, source, self.catalog, options, facts=facts, node=node)
 
     def open_findings(

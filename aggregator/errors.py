@@ -1,7 +1,7 @@
 """Plumb's typed errors and the one table that maps them to HTTP, gRPC and exit statuses.
 
-Hierarchy: PlumbError (internal) > InvalidInput, NotFound, Unauthenticated, Forbidden,
-RateLimited, Unavailable.
+Hierarchy: PlumbError (internal) > InvalidInput > TooLarge; PlumbError > NotFound,
+Unauthenticated, Forbidden, RateLimited, Unavailable.
 The core raises these; each transport maps `code` through STATUS exactly once.
 """
 
@@ -24,6 +24,12 @@ class InvalidInput(PlumbError):
     """The caller sent something malformed or out of bounds."""
 
     code = "invalid_input"
+
+
+class TooLarge(InvalidInput):
+    """The caller sent more than a limit allows: bytes, nodes of a document, files."""
+
+    code = "too_large"
 
 
 class NotFound(PlumbError):
@@ -63,6 +69,7 @@ class Unavailable(PlumbError):
 # code: (HTTP status, gRPC status, CLI exit code)
 STATUS: dict[str, tuple[int, grpc.StatusCode, int]] = {
     "invalid_input": (400, grpc.StatusCode.INVALID_ARGUMENT, 2),
+    "too_large": (413, grpc.StatusCode.RESOURCE_EXHAUSTED, 2),
     "not_found": (404, grpc.StatusCode.NOT_FOUND, 3),
     "unauthenticated": (401, grpc.StatusCode.UNAUTHENTICATED, 6),
     "forbidden": (403, grpc.StatusCode.PERMISSION_DENIED, 4),
