@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import BaseModel
+from pydantic import AwareDatetime, BaseModel
 
 from plumb import facts as wire
 from plumb.aggregator.core import Core, summary_json
@@ -90,7 +90,7 @@ async def get_node(name: str, core: CoreDep) -> NodeDetailOut:
 async def node_history(
     name: str,
     core: CoreDep,
-    since: datetime | None = None,
+    since: AwareDatetime | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> list[ChangeOut]:
     """The node's fact changes, newest first."""
