@@ -183,25 +183,31 @@ class Core:
             rows.append(row)
         return rows
 
-    def aicr_snapshots(self, node: str | None = None) -> list[dict]:
-        """AICR Snapshot documents: one for `node`, else one per known node, by name."""
+    async def aicr_snapshots(self, node: str | None = None) -> list[dict]:
+        """AICR Snapshot documents: one for `node`, else one per known node, by name.
+
+        Built in a thread (seconds at 10,000 nodes) from what the loop captured: names,
+        criteria and facts dicts, which are replaced, never edited in place.
+        """
         nodes = [self.node(node)] if node is not None else list(self.state.nodes())
-        at = utcnow()
-        out = []
-        for n in nodes:
-            r = self.evaluator.resolutions.get(n.name)
-            out.append(
+        rows = [(n.name, n.facts, self.evaluator.resolutions.get(n.name)) for n in nodes]
+        at, count = utcnow(), len(self.state)
+
+        def build() -> list[dict]:
+            return [
                 aicr.snapshot(
-                    n.name,
-                    n.facts,
+                    name,
+                    facts,
                     at=at,
                     version=f"plumb-{__version__}",
                     service=r.criteria.service if r else "any",
                     accelerator=r.criteria.accelerator if r else "any",
-                    node_count=len(self.state),
+                    node_count=count,
                 )
-            )
-        return out
+                for name, facts, r in rows
+            ]
+
+        return await asyncio.to_thread(build)
 
     def start_validation(
         self,
@@ -233,14 +239,16 @@ class Core:
         """Recent validation runs held in memory, newest first."""
         return self.validator.recent()
 
-    def snapshot(self) -> dict:
-        """The whole cluster: every node's summary and nested facts."""
-        return {
-            "nodes": [
-                {**summary_json(NodeSummary.of(n)), "facts": wire.nest(n.facts)}
-                for n in self.state.nodes()
-            ]
-        }
+    async def snapshot(self) -> dict:
+        """The whole cluster: every node's summary and nested facts.
+
+        Nesting runs in a thread (seconds at 10,000 nodes) over what the loop captured:
+        summaries, and facts dicts, which are replaced, never edited in place.
+        """
+        rows = [(summary_json(NodeSummary.of(n)), n.facts) for n in self.state.nodes()]
+        return await asyncio.to_thread(
+            lambda: {"nodes": [{**row, "facts": wire.nest(facts)} for row, facts in rows]}
+        )
 
     async def restore(self, chunk: int = 100) -> None:
         """Hash and evaluate the nodes loaded from the store, `chunk` at a time.
