@@ -235,9 +235,17 @@ class Core:
             raise NotFound(f"no validation run {run_id!r}", hint="GET /v1/validations lists them")
         return run
 
-    def validations(self) -> list[ValidationRun]:
-        """Recent validation runs held in memory, newest first."""
-        return self.validator.recent()
+    async def validations(self, limit: int = 20) -> list[ValidationRun]:
+        """Recent validation runs, newest first: those in memory (running or just finished),
+        then the stored ones, which include runs from before a restart."""
+        held = self.validator.recent()
+        try:
+            stored = await asyncio.to_thread(self.store.validations, limit)
+        except StoreError as exc:
+            raise Unavailable(str(exc), hint="older runs are read from the database") from exc
+        ids = {r.id for r in held}
+        runs = held + [r for r in stored if r.id not in ids]
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
 
     async def snapshot(self) -> dict:
         """The whole cluster: every node's summary and nested facts.
@@ -343,6 +351,9 @@ async def open_core(settings: AggregatorSettings) -> Core:
         store = await asyncio.to_thread(Store, settings.db, replica=settings.replica.name)
         stored = await asyncio.to_thread(store.load)
         open_findings, baselines = await asyncio.to_thread(store.load_drift)
+        await asyncio.to_thread(
+            store.finish_interrupted_validations, utcnow(), settings.replica.alive_s
+        )
     except StoreError as exc:
         raise Unavailable(str(exc), hint="check --db and that the database is reachable") from exc
     state = LiveState()
