@@ -16,6 +16,7 @@ from plumb.aggregator.core import Core, summary_json
 from plumb.aggregator.state.live import NodeSummary
 
 router = APIRouter(prefix="/v1", tags=["nodes"])
+# What yaml.safe_dump writes, by libyaml where installed (several times faster).
 _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
@@ -123,24 +124,41 @@ async def snapshot(
     """
     if format == "aicr":
         docs = await core.aicr_snapshots(node)
-        text = await asyncio.to_thread(_yaml, docs, all_docs=True)
-        return Response(text, media_type="application/yaml")
+        return Response(await asyncio.to_thread(_aicr_yaml, docs), media_type="application/yaml")
     if node is not None:
         core.node(node)
-    body = await core.snapshot()
+    nodes = (await core.snapshot())["nodes"]
     if node is not None:
-        body = {"nodes": [n for n in body["nodes"] if n["name"] == node]}
+        nodes = [n for n in nodes if n["name"] == node]
     if format == "yaml":
-        return Response(await asyncio.to_thread(_yaml, body), media_type="application/yaml")
-    return Response(await asyncio.to_thread(_json, body), media_type="application/json")
+        return Response(await asyncio.to_thread(_yaml, nodes), media_type="application/yaml")
+    return Response(await asyncio.to_thread(_json, nodes), media_type="application/json")
 
 
-def _yaml(data: Any, *, all_docs: bool = False) -> str:
-    """YAML as `yaml.safe_dump` writes it, by libyaml where installed (several times faster)."""
-    if all_docs:
-        return yaml.dump_all(data, Dumper=_Dumper, sort_keys=False, explicit_start=True)
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+# Rendered one node at a time: libyaml's emitter and the json encoder are single C calls
+# that hold the GIL, so one call over 10,000 nodes would stall the event loop for seconds.
 
 
-def _json(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+def _yaml(nodes: list[dict]) -> bytes:
+    """`{"nodes": nodes}` as YAML, node by node (a block sequence may start under its key)."""
+    if not nodes:
+        return b"nodes: []\n"
+    return b"nodes:\n" + b"".join(
+        yaml.dump([n], Dumper=_Dumper, sort_keys=False, encoding="utf-8") for n in nodes
+    )
+
+
+def _aicr_yaml(docs: list[dict]) -> bytes:
+    """One YAML document per node, each opened by `---`."""
+    return b"".join(
+        yaml.dump(d, Dumper=_Dumper, sort_keys=False, explicit_start=True, encoding="utf-8")
+        for d in docs
+    )
+
+
+def _json(nodes: list[dict]) -> bytes:
+    """`{"nodes": nodes}` as compact JSON, node by node."""
+    items = (
+        json.dumps(n, ensure_ascii=False, allow_nan=False, separators=(",", ":")) for n in nodes
+    )
+    return ('{"nodes":[' + ",".join(items) + "]}").encode()
