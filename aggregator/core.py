@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -183,31 +183,26 @@ class Core:
             rows.append(row)
         return rows
 
-    async def aicr_snapshots(self, node: str | None = None) -> list[dict]:
+    async def aicr_snapshots(self, node: str | None = None) -> Iterator[dict]:
         """AICR Snapshot documents: one for `node`, else one per known node, by name.
 
-        Built in a thread (seconds at 10,000 nodes) from what the loop captured: names,
-        criteria and facts dicts, which are replaced, never edited in place.
+        Like `snapshot`: captured here, each document built only as the caller iterates.
         """
         nodes = [self.node(node)] if node is not None else list(self.state.nodes())
         rows = [(n.name, n.facts, self.evaluator.resolutions.get(n.name)) for n in nodes]
         at, count = utcnow(), len(self.state)
-
-        def build() -> list[dict]:
-            return [
-                aicr.snapshot(
-                    name,
-                    facts,
-                    at=at,
-                    version=f"plumb-{__version__}",
-                    service=r.criteria.service if r else "any",
-                    accelerator=r.criteria.accelerator if r else "any",
-                    node_count=count,
-                )
-                for name, facts, r in rows
-            ]
-
-        return await asyncio.to_thread(build)
+        return (
+            aicr.snapshot(
+                name,
+                facts,
+                at=at,
+                version=f"plumb-{__version__}",
+                service=r.criteria.service if r else "any",
+                accelerator=r.criteria.accelerator if r else "any",
+                node_count=count,
+            )
+            for name, facts, r in rows
+        )
 
     def start_validation(
         self,
@@ -247,16 +242,20 @@ class Core:
         runs = held + [r for r in stored if r.id not in ids]
         return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
 
-    async def snapshot(self) -> dict:
-        """The whole cluster: every node's summary and nested facts.
+    async def snapshot(self, chunk: int = 500) -> Iterator[dict]:
+        """The whole cluster: every node's summary and nested facts, by name.
 
-        Nesting runs in a thread (seconds at 10,000 nodes) over what the loop captured:
-        summaries, and facts dicts, which are replaced, never edited in place.
+        Summaries are captured here, `chunk` nodes per turn of the loop; each node's facts are
+        nested only as the caller iterates, so it can render node by node in a thread
+        without holding 10,000 nested trees at once. Facts dicts are replaced, never edited
+        in place, so what was captured stays consistent.
         """
-        rows = [(summary_json(NodeSummary.of(n)), n.facts) for n in self.state.nodes()]
-        return await asyncio.to_thread(
-            lambda: {"nodes": [{**row, "facts": wire.nest(facts)} for row, facts in rows]}
-        )
+        rows = []
+        for i, n in enumerate(self.state.nodes(), 1):
+            rows.append((summary_json(NodeSummary.of(n)), n.facts))
+            if i % chunk == 0:
+                await asyncio.sleep(0)
+        return ({**row, "facts": wire.nest(facts)} for row, facts in rows)
 
     async def restore(self, chunk: int = 100) -> None:
         """Hash and evaluate the nodes loaded from the store, `chunk` at a time.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import yaml
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import AwareDatetime, BaseModel
 
 from plumb import facts as wire
@@ -115,50 +117,62 @@ async def snapshot(
     core: CoreDep,
     format: Literal["json", "yaml", "aicr"] = "json",
     node: Annotated[str | None, Query(max_length=256)] = None,
-) -> dict[str, Any] | Response:
+) -> StreamingResponse:
     """The whole cluster's facts (or one node's) as JSON or YAML.
 
     `format=aicr` answers NVIDIA AICR Snapshot YAML: one document per node, `---` apart.
     Building and rendering run in threads: at 10,000 nodes they take seconds, which on the
     event loop would stall every other request and stream.
     """
-    if format == "aicr":
-        docs = await core.aicr_snapshots(node)
-        return Response(await asyncio.to_thread(_aicr_yaml, docs), media_type="application/yaml")
     if node is not None:
         core.node(node)
-    nodes = (await core.snapshot())["nodes"]
+    if format == "aicr":
+        docs = await core.aicr_snapshots(node)
+        return _sent(await asyncio.to_thread(_aicr_yaml, docs), "application/yaml")
+    nodes = await core.snapshot()
     if node is not None:
-        nodes = [n for n in nodes if n["name"] == node]
+        nodes = (n for n in nodes if n["name"] == node)
     if format == "yaml":
-        return Response(await asyncio.to_thread(_yaml, nodes), media_type="application/yaml")
-    return Response(await asyncio.to_thread(_json, nodes), media_type="application/json")
+        return _sent(await asyncio.to_thread(_yaml, nodes), "application/yaml")
+    return _sent(await asyncio.to_thread(_json, nodes), "application/json")
 
 
 # Rendered one node at a time: libyaml's emitter and the json encoder are single C calls
 # that hold the GIL, so one call over 10,000 nodes would stall the event loop for seconds.
+# The pieces are sent as they are, never joined: one 180 MB write would be copied into the
+# transport's buffer on the loop.
 
 
-def _yaml(nodes: list[dict]) -> bytes:
+def _sent(pieces: list[bytes], media_type: str) -> StreamingResponse:
+    """The rendered pieces as one response of known length, written with flow control."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    length = str(sum(len(p) for p in pieces))
+    return StreamingResponse(body(), media_type=media_type, headers={"Content-Length": length})
+
+
+def _yaml(nodes: Iterable[dict]) -> list[bytes]:
     """`{"nodes": nodes}` as YAML, node by node (a block sequence may start under its key)."""
-    if not nodes:
-        return b"nodes: []\n"
-    return b"nodes:\n" + b"".join(
-        yaml.dump([n], Dumper=_Dumper, sort_keys=False, encoding="utf-8") for n in nodes
-    )
+    items = [yaml.dump([n], Dumper=_Dumper, sort_keys=False, encoding="utf-8") for n in nodes]
+    return [b"nodes:\n", *items] if items else [b"nodes: []\n"]
 
 
-def _aicr_yaml(docs: list[dict]) -> bytes:
+def _aicr_yaml(docs: Iterable[dict]) -> list[bytes]:
     """One YAML document per node, each opened by `---`."""
-    return b"".join(
+    return [
         yaml.dump(d, Dumper=_Dumper, sort_keys=False, explicit_start=True, encoding="utf-8")
         for d in docs
-    )
+    ]
 
 
-def _json(nodes: list[dict]) -> bytes:
+def _json(nodes: Iterable[dict]) -> list[bytes]:
     """`{"nodes": nodes}` as compact JSON, node by node."""
-    items = (
-        json.dumps(n, ensure_ascii=False, allow_nan=False, separators=(",", ":")) for n in nodes
-    )
-    return ('{"nodes":[' + ",".join(items) + "]}").encode()
+    pieces = [b'{"nodes":[']
+    for i, n in enumerate(nodes):
+        text = json.dumps(n, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        pieces.append((b"," if i else b"") + text.encode())
+    pieces.append(b"]}")
+    return pieces
