@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,6 +27,7 @@ from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary, utcno
 from plumb.aggregator.store import HistoryEntry, Store, StoreError, Writer
 from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.benchmarks import external_runs
+from plumb.facts import Reading
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class Core:
         elif criteria is not None:
             source = Recipe.of(self.recipes.resolve(criteria))
         else:
-            source = parse_recipe(recipe, self.catalog)  # type: ignore[arg-type]
+            source = await asyncio.to_thread(parse_recipe, recipe, self.catalog)  # type: ignore[arg-type]
         return await asyncio.to_thread(build, source, self.catalog, options, facts=facts, node=node)
 
     def open_findings(
@@ -209,25 +210,26 @@ class Core:
             rows.append(row)
         return rows
 
-    def aicr_snapshots(self, node: str | None = None) -> list[dict]:
-        """AICR Snapshot documents: one for `node`, else one per known node, by name."""
+    async def aicr_snapshots(self, node: str | None = None) -> Iterator[dict]:
+        """AICR Snapshot documents: one for `node`, else one per known node, by name.
+
+        Like `snapshot`: captured here, each document built only as the caller iterates.
+        """
         nodes = [self.node(node)] if node is not None else list(self._state.nodes())
-        at = utcnow()
-        out = []
-        for n in nodes:
-            r = self._evaluator.resolutions.get(n.name)
-            out.append(
-                aicr.snapshot(
-                    n.name,
-                    n.facts,
-                    at=at,
-                    version=f"plumb-{__version__}",
-                    service=r.criteria.service if r else "any",
-                    accelerator=r.criteria.accelerator if r else "any",
-                    node_count=len(self._state),
-                )
+        rows = [(n.name, n.facts, self._evaluator.resolutions.get(n.name)) for n in nodes]
+        at, count = utcnow(), len(self._state)
+        return (
+            aicr.snapshot(
+                name,
+                facts,
+                at=at,
+                version=f"plumb-{__version__}",
+                service=r.criteria.service if r else "any",
+                accelerator=r.criteria.accelerator if r else "any",
+                node_count=count,
             )
-        return out
+            for name, facts, r in rows
+        )
 
     async def validation(self, run_id: str) -> ValidationRun:
         """A validation run, running or finished (from memory, else from the store)."""
@@ -254,6 +256,35 @@ class Core:
             except StoreError as exc:
                 raise Unavailable(str(exc), hint="benchmarks are stored; retry shortly") from exc
         return runs
+
+    async def validations(self, limit: int = 20) -> list[ValidationRun]:
+        """Recent validation runs, newest first: those in memory (running or just finished),
+        then the stored ones, which include runs from before a restart."""
+        held = self.validator.recent()
+        try:
+            stored = await asyncio.to_thread(self._store.validations, limit)
+        except StoreError as exc:
+            raise Unavailable(str(exc), hint="older runs are read from the database") from exc
+        ids = {r.id for r in held}
+        runs = held + [r for r in stored if r.id not in ids]
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
+
+    async def snapshot(
+        self, node: str | None = None, chunk: int = 500
+    ) -> Iterator[tuple[NodeSummary, Mapping[str, Reading]]]:
+        """The whole cluster (or node `node`): each node's summary and facts, by name.
+
+        Captured here, `chunk` nodes per turn of the loop, so the caller can render node by
+        node in a thread without holding 10,000 nested trees at once. Facts dicts are
+        replaced, never edited in place, so what was captured stays consistent.
+        """
+        nodes = [self.node(node)] if node is not None else list(self._state.nodes())
+        rows = []
+        for i, n in enumerate(nodes, 1):
+            rows.append((NodeSummary.of(n), n.facts))
+            if i % chunk == 0:
+                await asyncio.sleep(0)
+        return iter(rows)
 
     def replica(self) -> dict:
         """This replica's part in the cluster: whether it watches Kubernetes and leads."""

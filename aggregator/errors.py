@@ -27,7 +27,7 @@ class InvalidInput(PlumbError):
 
 
 class TooLarge(InvalidInput):
-    """The caller sent more than a limit allows (a message, a body)."""
+    """The caller sent more than a limit allows: bytes, nodes of a document, files."""
 
     code = "too_large"
 

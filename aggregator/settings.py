@@ -175,6 +175,10 @@ class ApiSettings(BaseModel):
     # 5 s) stays far below; one script in a tight loop cannot starve the others.
     rate_per_s: float = Field(50.0, gt=0)
     burst: int = Field(100, ge=1)
+    # Addresses (or networks) of reverse proxies whose X-Forwarded-For / -Proto are believed,
+    # e.g. ["10.0.0.0/8"] behind an ingress. None by default: any other client could name
+    # a new address per request and so escape its rate bucket (docs/security.md).
+    trusted_proxies: list[str] = []
 
 
 class TlsSettings(BaseModel):

@@ -1,12 +1,20 @@
-"""The FastAPI application: routers and their scopes, the one PlumbError handler, health and
-metrics."""
+"""The FastAPI application: routers and their scopes, the error handlers, health and metrics.
+
+Every error leaves in one shape, `{code, message, hint}`: PlumbError by its code, a request
+that fails validation or does not parse as 400, Starlette's own refusals (unknown route,
+wrong method, unparseable body) by their status, and anything unexpected as 500 `internal`,
+logged with its traceback.
+"""
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException
 
 from plumb.aggregator import __version__
 from plumb.aggregator.api import benchmarks, bundles, drift, nodes, recipes, validations
@@ -15,6 +23,28 @@ from plumb.aggregator.api.limits import BodyLimit
 from plumb.aggregator.core import Core
 from plumb.aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
 from plumb.aggregator.web import routes as web
+
+log = logging.getLogger(__name__)
+
+# Starlette's own refusals, as the codes of errors.STATUS.
+_HTTP_CODES = {
+    400: "invalid_input",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "invalid_input",
+    413: "too_large",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def _problem(status: int, code: str, message: str, hint: str | None, **headers: str):
+    return JSONResponse(
+        status_code=status,
+        content={"code": code, "message": message, "hint": hint},
+        headers=headers or None,
+    )
 
 
 def create_app(core: Core) -> FastAPI:
@@ -46,21 +76,30 @@ def create_app(core: Core) -> FastAPI:
             headers["WWW-Authenticate"] = 'Bearer realm="plumb"'
         if isinstance(exc, RateLimited):
             headers["Retry-After"] = str(exc.retry_after_s)
-        return JSONResponse(
-            status_code=STATUS[exc.code][0],
-            content={"code": exc.code, "message": str(exc), "hint": exc.hint},
-            headers=headers,
-        )
+        return _problem(STATUS[exc.code][0], exc.code, str(exc), exc.hint, **headers)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
-        return JSONResponse(
-            status_code=STATUS["invalid_input"][0],
-            content={"code": "invalid_input", "message": problems, "hint": "see /docs"},
+        return _problem(400, "invalid_input", problems, "see /docs")
+
+    @app.exception_handler(HTTPException)
+    async def refused(_: Request, exc: HTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(
+            exc.status_code, "internal" if exc.status_code >= 500 else "invalid_input"
         )
+        return _problem(exc.status_code, code, str(exc.detail), "see /docs", **(exc.headers or {}))
+
+    @app.exception_handler(Exception)
+    async def fault(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "request failed",
+            exc_info=exc,
+            extra={"method": request.method, "path": request.url.path},
+        )
+        return _problem(500, "internal", "internal error", "the aggregator's log has the cause")
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Annotated, Any, Literal
 
@@ -62,7 +63,7 @@ async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
         criteria=body.criteria.criteria() if body.criteria is not None else None,
         recipe=body.recipe,
     )
-    data = bundle.archive(body.format)
+    data = await asyncio.to_thread(bundle.archive, body.format)  # gzip level 9: CPU-bound
     return Response(
         data,
         media_type=MEDIA[body.format],

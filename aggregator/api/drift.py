@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from fastapi import APIRouter
+from pydantic import AwareDatetime
 
 from plumb.aggregator.api.access import AdminAccess
 from plumb.aggregator.api.models import BaselineOut, FindingOut
@@ -25,7 +25,7 @@ async def list_drift(
     severity: SeverityIn | None = None,
     component: str | None = None,
     include_closed: bool = False,
-    since: datetime | None = None,
+    since: AwareDatetime | None = None,
 ) -> list[FindingOut]:
     """Open drift findings, most severe first; with include_closed, history from the store."""
     filters = {"node": node, "kind": kind, "severity": severity, "component": component}

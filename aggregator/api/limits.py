@@ -1,8 +1,9 @@
 """HTTP API limits: request bodies (413) and request rates per caller (429).
 
 BodyLimit is an ASGI middleware that answers 413 before an oversized body is read. A declared
-Content-Length over the limit is refused at once; a chunked body is counted as it arrives and
-refused when it passes the limit, before the route sees any of it. RateLimiter is the token
+Content-Length over the limit is refused at once; any other body is read here as it arrives
+(never more than the limit) and refused when it passes the limit, before the route sees any
+of it. RateLimiter is the token
 bucket aggregator/api/access.py charges each API request to.
 """
 
@@ -23,10 +24,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 __all__ = ["BodyLimit", "RateLimiter"]
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     """Refuses HTTP request bodies over `max_bytes` with 413 and the API's error shape."""
 
@@ -42,30 +39,32 @@ class BodyLimit:
         if declared is not None and declared > self.max_bytes:
             await self._refuse(send)
             return
+        # Read the whole body here, at most max_bytes of it: refusing from inside the app
+        # would reach FastAPI's body parser, which turns any error into a plain 400.
+        chunks: list[bytes] = []
         received = 0
-        started = False
-
-        async def counted_receive() -> Message:
-            nonlocal received
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        replayed = False
 
-        async def tracked_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
-        try:
-            await self.app(scope, counted_receive, tracked_send)
-        except _TooLarge:
-            if started:
-                raise
-            await self._refuse(send)
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps(

@@ -6,6 +6,7 @@ CLI reads over HTTP, so a node, a finding or a change looks the same wherever it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,7 @@ from plumb.aggregator.core import Overview
 from plumb.aggregator.drift import Baseline, DriftFinding
 from plumb.aggregator.state.live import NodeState, NodeSummary
 from plumb.aggregator.store import HistoryEntry
+from plumb.facts import Reading
 
 __all__ = [
     "BaselineOut",
@@ -94,10 +96,12 @@ class SnapshotNodeOut(NodeSummaryOut):
 
     facts: dict[str, Any]
 
-    @classmethod
-    def of_node(cls, node: NodeState) -> SnapshotNodeOut:
-        summary = NodeSummaryOut.of_summary(NodeSummary.of(node))
-        return cls(**summary.model_dump(), facts=wire.nest(node.facts))
+    @staticmethod
+    def json_of(summary: NodeSummary, facts: Mapping[str, Reading]) -> dict[str, Any]:
+        """The JSON of one snapshot entry, as the API sends it (rendered off the loop)."""
+        out = NodeSummaryOut.of_summary(summary).model_dump(mode="json")
+        out["facts"] = wire.nest(facts)
+        return out
 
 
 class ChangeOut(BaseModel):

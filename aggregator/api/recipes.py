@@ -12,6 +12,8 @@ from plumb.aggregator.core import Core
 from plumb.aggregator.recipes import Criteria, Resolution, select
 
 router = APIRouter(prefix="/v1", tags=["recipes"])
+# Criteria values are short keys (`h100`, `ubuntu`); the catalog names the allowed ones.
+Dimension = Annotated[str, Field(max_length=64)]
 
 
 class CriteriaIn(BaseModel):
@@ -19,11 +21,11 @@ class CriteriaIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    service: str = "any"
-    accelerator: str = "any"
-    os: str = "any"
-    intent: str = "any"
-    platform: str = "any"
+    service: Dimension = "any"
+    accelerator: Dimension = "any"
+    os: Dimension = "any"
+    intent: Dimension = "any"
+    platform: Dimension = "any"
     nodes: int = Field(0, ge=0)
 
     def criteria(self) -> Criteria:
@@ -36,7 +38,7 @@ class RecipeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     criteria: CriteriaIn | None = None
-    node: str | None = None
+    node: str | None = Field(default=None, max_length=253)
 
     @model_validator(mode="after")
     def _one_source(self) -> RecipeRequest:

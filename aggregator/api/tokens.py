@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from plumb.aggregator.errors import InvalidInput
+from plumb.aggregator.errors import InvalidInput, TooLarge
 
 Scope = Literal["read", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "admin")
 # Shorter tokens can be guessed; `openssl rand -hex 16` gives 32 characters.
 MIN_TOKEN_CHARS = 16
+# Ten thousand lines of ~100 characters; a file past it is not a tokens file (a log, a
+# device), and reading it whole would hold the start-up.
+MAX_FILE_BYTES = 1 << 20
 
 __all__ = ["MIN_TOKEN_CHARS", "SCOPES", "Caller", "Scope", "TokenTable", "load_tokens"]
 
@@ -61,12 +64,21 @@ class TokenTable:
 def load_tokens(path: Path) -> TokenTable:
     """Parse a tokens file; errors name the file and line, never the token."""
     try:
-        text = path.read_text()
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the API tokens file {path} is not UTF-8 text") from exc
     except OSError as exc:
         raise InvalidInput(
             f"cannot read the API tokens file {path}: {exc.strerror}",
             hint="set PLUMB_API__TOKENS_FILE to a readable file of `NAME SCOPE TOKEN` lines",
         ) from exc
+    if len(raw) > MAX_FILE_BYTES:
+        raise TooLarge(
+            f"the API tokens file {path} exceeds {MAX_FILE_BYTES} bytes",
+            hint="PLUMB_API__TOKENS_FILE holds one `NAME SCOPE TOKEN` line per token",
+        )
     entries: list[tuple[str, Caller]] = []
     names: set[str] = set()
     tokens: set[str] = set()

@@ -59,8 +59,9 @@ async def start_validation(body: ValidationIn, core: CoreDep) -> Started:
 
 @router.get("/validations")
 async def list_validations(core: CoreDep) -> list[dict]:
-    """Recent runs, newest first, with their progress (no per-check results)."""
-    return [run_json(r, results=False) for r in core.validator.recent()]
+    """Recent runs, newest first, with their progress (no per-check results); stored runs
+    too, so runs from before a restart are listed."""
+    return [run_json(r, results=False) for r in await core.validations()]
 
 
 @router.get("/validations/checks")

@@ -17,8 +17,8 @@ from plumb.aggregator.bundle.recipe import Recipe, parse_recipe
 
 def verify(path: Path) -> tuple[int, list[Problem]]:
     """(files checked, problems) of the bundle at ``path``: a folder, ``.tar.gz`` or ``.zip``."""
-    files = read_bundle(path)
-    return len(files), check(files)
+    digests, listing = read_bundle(path)
+    return len(digests), check(digests, listing)
 
 
 __all__ = [

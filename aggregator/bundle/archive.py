@@ -8,14 +8,17 @@ without a file name or timestamp.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import stat
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import IO, Literal
 
+from plumb.aggregator.bundle.checksums import CHECKSUMS
 from plumb.aggregator.bundle.errors import BundleError
 
 __all__ = ["FORMATS", "Format", "archive", "read_bundle", "unpack", "write_dir"]
@@ -24,6 +27,10 @@ Format = Literal["tar.gz", "zip"]
 FORMATS: tuple[Format, ...] = ("tar.gz", "zip")
 MTIME = 315532800  # 1980-01-01T00:00:00Z
 MAX_FILES = 10_000  # a bundle holds tens of files; bounds what `verify` reads from an archive
+# A bundle is tens of files of a few KiB (charts included, well under 1 MiB); bounds the
+# bytes `verify` hashes, whatever an archive expands to.
+MAX_BYTES = 64 << 20
+_CHUNK = 1 << 16
 
 
 def _mode(path: str, executables: frozenset[str]) -> int:
@@ -84,33 +91,87 @@ def unpack(data: bytes, directory: Path) -> int:
     return len(files)
 
 
-def read_bundle(path: Path) -> dict[str, bytes]:
-    """A bundle's files (relative path → bytes) from a folder, ``.tar.gz`` or ``.zip``."""
+def read_bundle(path: Path) -> tuple[dict[str, str], bytes | None]:
+    """A bundle's files as (relative path -> SHA-256 hex, the bytes of ``checksums.txt``), from
+    a folder, ``.tar.gz`` or ``.zip``.
+
+    Files are hashed as they stream, in chunks, so memory stays bounded whatever an archive
+    claims or expands to; more than MAX_BYTES of content (a decompression bomb: a few MB of
+    gzip can hold gigabytes of zeros) or MAX_FILES files is refused as not a bundle.
+    """
+    digests = _Digests(path)
     if path.is_dir():
-        out = {}
         for p in sorted(path.rglob("*")):
             rel = p.relative_to(path).as_posix()
             if p.is_symlink() or not (p.is_file() or p.is_dir()):
                 raise BundleError(f"{rel}: not a regular file; a bundle holds only files")
             if p.is_file():
-                out[rel] = p.read_bytes()
-        return out
+                with p.open("rb") as f:
+                    digests.add(rel, f, p.stat().st_size)
+        return digests.files, digests.checksums
     if not path.is_file():
         raise BundleError(f"no bundle at {path}")
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
-            entries = [i for i in zf.infolist() if not i.is_dir()]
-            return _strip_top(path, {i.filename: zf.read(i) for i in entries[: MAX_FILES + 1]})
+            for i in zf.infolist():
+                if not i.is_dir():
+                    with zf.open(i) as f:
+                        digests.add(digests.relative(i.filename), f, i.file_size)
+        return digests.files, digests.checksums
     try:
         with tarfile.open(path, mode="r:*") as tar:
-            members = tar.getmembers()[: MAX_FILES + 1]
-            bad = [m.name for m in members if not (m.isfile() or m.isdir())]
-            if bad:
-                raise BundleError(f"{bad[0]}: not a regular file; a bundle holds only files")
-            read = {m.name: tar.extractfile(m).read() for m in members if m.isfile()}  # type: ignore[union-attr]
-            return _strip_top(path, read)
-    except tarfile.TarError as exc:
+            for m in tar:  # one header at a time, never the whole member list
+                if not (m.isfile() or m.isdir()):
+                    raise BundleError(f"{m.name}: not a regular file; a bundle holds only files")
+                if m.isfile():
+                    digests.add(digests.relative(m.name), tar.extractfile(m), m.size)  # type: ignore[arg-type]
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise BundleError(f"{path}: neither a folder, a tar.gz nor a zip: {exc}") from exc
+    return digests.files, digests.checksums
+
+
+class _Digests:
+    """Hashes a bundle's files as they stream in, within MAX_FILES and MAX_BYTES."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.files: dict[str, str] = {}
+        self.checksums: bytes | None = None
+        self._left = MAX_BYTES
+        self._top: str | None = None
+
+    def relative(self, name: str) -> str:
+        """An archive entry's path under its one top-level folder; unsafe names refused."""
+        parts = PurePosixPath(name).parts
+        if self._top is None and parts:
+            self._top = parts[0]
+        if not parts or parts[0] != self._top:
+            raise BundleError(f"{self.path}: expected one top-level folder, found {name!r}")
+        if len(parts) < 2 or name.startswith("/") or ".." in parts:
+            raise BundleError(f"{self.path}: unsafe entry name {name!r}")
+        return "/".join(parts[1:])
+
+    def add(self, rel: str, stream: IO[bytes], declared: int) -> None:
+        if len(self.files) >= MAX_FILES:
+            raise BundleError(f"{self.path}: more than {MAX_FILES} files; not a bundle")
+        if declared > self._left:
+            raise self._too_big()
+        digest = hashlib.sha256()
+        keep = rel == CHECKSUMS
+        kept = bytearray()
+        while chunk := stream.read(_CHUNK):
+            self._left -= len(chunk)
+            if self._left < 0:
+                raise self._too_big()
+            digest.update(chunk)
+            if keep:
+                kept += chunk
+        self.files[rel] = digest.hexdigest()
+        if keep:
+            self.checksums = bytes(kept)
+
+    def _too_big(self) -> BundleError:
+        return BundleError(f"{self.path}: more than {MAX_BYTES} bytes of files; not a bundle")
 
 
 def _strip_top(path: Path, entries: dict[str, bytes]) -> dict[str, bytes]:

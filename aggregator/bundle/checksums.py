@@ -38,12 +38,13 @@ def checksums_text(files: Mapping[str, bytes]) -> str:
     )
 
 
-def check(files: Mapping[str, bytes]) -> list[Problem]:
-    """Every problem of a bundle's files (path → bytes) against its ``checksums.txt``."""
-    if CHECKSUMS not in files:
+def check(digests: Mapping[str, str], listing: bytes | None) -> list[Problem]:
+    """Every problem of a bundle's files (path -> SHA-256 hex) against ``listing``, the bytes
+    of its ``checksums.txt`` (None when it has none)."""
+    if listing is None:
         return [Problem(CHECKSUMS, "missing", "the bundle has no checksums.txt")]
     try:
-        text = files[CHECKSUMS].decode("utf-8")
+        text = listing.decode("utf-8")
     except UnicodeDecodeError:
         return [Problem(CHECKSUMS, "malformed", "not UTF-8 text")]
     listed: dict[str, str] = {}
@@ -54,12 +55,12 @@ def check(files: Mapping[str, bytes]) -> list[Problem]:
             problems.append(Problem(CHECKSUMS, "malformed", f"line {number}: {line[:80]!r}"))
             continue
         listed[match["path"]] = match["digest"]
-    for path in sorted(set(listed) | set(files) - {CHECKSUMS}):
-        if path not in files:
+    for path in sorted(set(listed) | set(digests) - {CHECKSUMS}):
+        if path not in digests:
             problems.append(Problem(path, "missing", "listed in checksums.txt, not in the bundle"))
         elif path not in listed:
             problems.append(Problem(path, "extra", "in the bundle, not listed in checksums.txt"))
-        elif (got := hashlib.sha256(files[path]).hexdigest()) != listed[path]:
+        elif (got := digests[path]) != listed[path]:
             problems.append(
                 Problem(path, "mismatch", f"sha256 {got[:12]}…, listed {listed[path][:12]}…")
             )

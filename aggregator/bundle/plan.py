@@ -14,10 +14,11 @@ from typing import Any
 import yaml
 
 from plumb.aggregator.bundle.documents import sort_keys, yaml_text
+from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.recipe import Recipe
 from plumb.aggregator.bundle.values import release_values
-from plumb.aggregator.recipes import Catalog, RecipeError
+from plumb.aggregator.recipes import Catalog
 
 __all__ = ["Release", "plan"]
 
@@ -110,13 +111,20 @@ def plan(recipe: Recipe, catalog: Catalog, options: BundleOptions) -> list[Relea
 
 
 def _templates(catalog: Catalog, source: str) -> dict[str, str]:
-    """The files of a manifest component's source folder, by name."""
+    """The files of a manifest component's source folder, by name.
+
+    The source comes from the recipe, which may be uploaded: a bad one is the caller's error.
+    """
     folder = (catalog.root / source).resolve()
     if not folder.is_relative_to(catalog.root.resolve()) or not folder.is_dir():
-        raise RecipeError(f"manifest source {source!r} is not a folder under {catalog.root}")
+        raise BundleError(
+            f"manifest source {source!r} is not a folder of the recipe data",
+            hint="a manifest component's source names a folder under recipes/, e.g. the"
+            " resolver's own recipe.yaml shows",
+        )
     files = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.yaml"))}
     if not set(files) - {"values.yaml"}:
-        raise RecipeError(f"manifest source {source!r} has no templates")
+        raise BundleError(f"manifest source {source!r} has no templates")
     return files
 
 

@@ -13,9 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from plumb.aggregator import untrusted
 from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.recipes import Catalog, Resolution
 
@@ -103,12 +103,12 @@ def _hash(document: Mapping[str, Any]) -> str:
 
 
 def parse_recipe(data: Mapping[str, Any] | str, catalog: Catalog) -> Recipe:
-    """An uploaded recipe (a mapping, or recipe.yaml text); BundleError says what is wrong."""
+    """An uploaded recipe (a mapping, or recipe.yaml text); BundleError says what is wrong,
+    InvalidInput / TooLarge (aggregator/untrusted.py) which bound the document broke."""
     if isinstance(data, str):
-        try:
-            data = yaml.safe_load(data)
-        except yaml.YAMLError as exc:
-            raise BundleError(f"recipe does not parse as YAML: {exc}") from exc
+        data = untrusted.load_yaml(data)
+    else:
+        untrusted.check_tree(data)
     if not isinstance(data, Mapping):
         raise BundleError("recipe does not parse: expected a mapping (the content of recipe.yaml)")
     try:

@@ -13,11 +13,11 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
+from plumb.aggregator import untrusted
 from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.bundle.options import BundleOptions, Override
 from plumb.aggregator.bundle.recipe import Recipe
+from plumb.aggregator.errors import InvalidInput
 from plumb.aggregator.recipes import Catalog
 
 __all__ = ["release_values"]
@@ -133,6 +133,9 @@ def _coerce(old: Any, override: Override) -> Any:
         except ValueError:
             pass
     else:
-        loaded = yaml.safe_load(text) if text else None
+        try:
+            loaded = untrusted.load_yaml(text) if text else None
+        except InvalidInput:  # not YAML at all: the text itself is the value
+            loaded = text
         return loaded if isinstance(loaded, bool | int | float | type(None)) else text
     raise BundleError(f"--set {override}: {text!r} is not a {type(old).__name__}, as the value is")

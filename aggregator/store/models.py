@@ -194,6 +194,9 @@ class ValidationRunRow(Base):
     phases: Mapped[str] = mapped_column(Text)
     checks: Mapped[str] = mapped_column(Text)
     nodes: Mapped[str] = mapped_column(Text)
+    # The replica running it: on start-up, an unfinished run of this replica's name, or of one
+    # no longer alive, was cut short and is finished as an error.
+    replica: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
 
 
 class ValidationResultRow(Base):

@@ -346,7 +346,38 @@ class Store:
     def save_validation(self, run: ValidationRun) -> None:
         """Write a validation run and its results (again, replacing them, if already there)."""
         with _errors("writing a validation run", self._engine), self._engine.begin() as conn:
-            validation.save(conn, self._upsert, run)
+            validation.save(conn, self._upsert, run, self._replica)
+
+    def finish_interrupted_validations(self, at: datetime, alive_s: float) -> list[str]:
+        """Finish, as `error: aggregator restarted`, every run stored as started whose replica
+        is this one's name (a previous life of it) or was not seen within `alive_s`; their ids.
+
+        Called once at start-up, before this process starts runs of its own; runs of live
+        peers sharing the database are left to them.
+        """
+        with (
+            _errors("finishing interrupted validations", self._engine),
+            self._engine.begin() as conn,
+        ):
+            seen = {row.name: row.seen_at for row in conn.execute(select(_replicas))}
+            live = {name for name, t in seen.items() if at - t <= timedelta(seconds=alive_s)}
+            done = []
+            for run_id, replica in validation.unfinished(conn):
+                if replica in live and replica != self._replica:
+                    continue
+                run = validation.load(conn, run_id)
+                if run is None:
+                    continue
+                run.cut_short("aggregator restarted", at)
+                validation.save(conn, self._upsert, run, replica)
+                done.append(run_id)
+            return done
+
+    def validations(self, limit: int = 20) -> list[ValidationRun]:
+        """The newest stored validation runs, with their results, newest first."""
+        with _errors("listing validation runs", self._engine), self._engine.connect() as conn:
+            runs = (validation.load(conn, run_id) for run_id in validation.recent_ids(conn, limit))
+            return [run for run in runs if run is not None]
 
     def validation(self, run_id: str) -> ValidationRun | None:
         """A stored validation run with its results, or None."""

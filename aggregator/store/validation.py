@@ -1,4 +1,5 @@
-"""The validation tables: runs and their results, written once a run finishes.
+"""The validation tables: runs and their results, written when a run starts and again when
+it finishes.
 
 Called by `Store` inside its connections and transactions; nothing else uses this module.
 """
@@ -19,15 +20,25 @@ _runs: Table = ValidationRunRow.__table__  # type: ignore[assignment]
 _results: Table = ValidationResultRow.__table__  # type: ignore[assignment]
 
 Upsert = Callable[[Table, Sequence[str], Sequence[str]], Insert]
-_RUN_COLUMNS = ("created_at", "finished_at", "result", "deadline_s", "phases", "checks", "nodes")
+_RUN_COLUMNS = (
+    "created_at",
+    "finished_at",
+    "result",
+    "deadline_s",
+    "phases",
+    "checks",
+    "nodes",
+    "replica",
+)
 
 
 def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def save(conn: Connection, upsert: Upsert, run: ValidationRun) -> None:
-    """Write the run and replace its results, in the caller's transaction (idempotent)."""
+def save(conn: Connection, upsert: Upsert, run: ValidationRun, replica: str | None) -> None:
+    """Write the run (run by `replica`) and replace its results, in the caller's transaction
+    (idempotent)."""
     conn.execute(
         upsert(_runs, ["id"], _RUN_COLUMNS),
         {
@@ -39,6 +50,7 @@ def save(conn: Connection, upsert: Upsert, run: ValidationRun) -> None:
             "phases": _dumps(list(run.phases)),
             "checks": _dumps([c.__dict__ for c in run.checks]),
             "nodes": _dumps(list(run.nodes)),
+            "replica": replica,
         },
     )
     conn.execute(delete(_results).where(_results.c.run_id == run.id))
@@ -78,6 +90,12 @@ def load(conn: Connection, run_id: str) -> ValidationRun | None:
             finished_at=r.finished_at,
         )
     return run
+
+
+def unfinished(conn: Connection) -> list[tuple[str, str | None]]:
+    """(id, replica) of every run stored as started and never finished."""
+    stmt = select(_runs.c.id, _runs.c.replica).where(_runs.c.finished_at.is_(None))
+    return [(row.id, row.replica) for row in conn.execute(stmt).all()]
 
 
 def recent_ids(conn: Connection, limit: int) -> list[str]:

@@ -94,6 +94,18 @@ class ValidationRun:
         counts = self.counts()
         return "failed" if counts["fail"] or counts["error"] or counts["pending"] else "passed"
 
+    def cut_short(self, why: str, at: datetime) -> None:
+        """Finish the run now: every result not yet in becomes an `error` saying `why`."""
+        for check in self.checks:
+            for node in self.targets(check):
+                self.results.setdefault(
+                    (node, check.id),
+                    CheckResult(
+                        node, check.id, check.phase, check.severity, "error", why, finished_at=at
+                    ),
+                )
+        self.finished_at = at
+
     def ordered(self) -> list[CheckResult]:
         """Results by node, then in catalog order."""
         order = {c.id: i for i, c in enumerate(self.checks)}

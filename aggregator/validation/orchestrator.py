@@ -8,7 +8,8 @@ stream closes mid-run, or that runs past its time gets `error` for the checks st
 a run always finishes. Kubernetes checks run once per run against the API server, beside the
 node checks, and report under the node "(cluster)"; with no Kubernetes client they are
 skipped. Results are graded (benchmarks against the GPU's peak), kept in memory
-for the last runs, and stored when the run finishes.
+for the last runs, and stored when the run starts and when it finishes, so a restart
+lists it and finishes one it cut short (Store.finish_interrupted_validations).
 """
 
 from __future__ import annotations
@@ -214,6 +215,7 @@ class Validator:
     # -- the run -----------------------------------------------------------------------------
 
     async def _run(self, run: ValidationRun, defs: list[CheckDef]) -> None:
+        await self._store(run)
         try:
             async with asyncio.timeout(run.deadline_s):
                 agent = [d for d in defs if d.runs_on == "agent"]
@@ -239,6 +241,9 @@ class Validator:
             self.latest.update(run.results)
             log.info("validation finished", extra={"run": run.id, "result": run.result})
             self._finished(run)
+        await self._store(run)
+
+    async def _store(self, run: ValidationRun) -> None:
         try:
             await self._save(run)
         except Exception as exc:  # the run stays readable from memory; say it was not stored

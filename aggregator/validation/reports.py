@@ -4,10 +4,15 @@ CTRF (ctrf.io) is what AICR emits; JUnit is what CI systems read. Both name a te
 `<node>/<check>`. Mapping of statuses: pass -> passed; fail and error -> failed (an error is
 no pass: the run exits non-zero, unlike AICR's `other`); skip -> skipped; warn -> other;
 not yet in -> pending.
+
+Messages, names and details come from agents, so any text: JSON escapes what it must, and
+JUnit writes each character XML 1.0 cannot hold (most C0 controls, U+FFFE/U+FFFF) as a
+visible `\\xNN` / `\\uNNNN`, so the report always parses.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -24,6 +29,18 @@ _CTRF_STATUS = {
     "skip": "skipped",
     "warn": "other",
 }
+
+
+# What XML 1.0 cannot carry, even escaped (its `Char` production); surrogates never reach
+# here (protobuf strings are valid UTF-8).
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _x(text: str) -> str:
+    """`text` with every character XML cannot hold written as its escape."""
+    return _NOT_XML.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", text
+    )
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -133,7 +150,7 @@ def ctrf(run: ValidationRun) -> dict:
 
 def junit(run: ValidationRun) -> str:
     """The run as JUnit XML: a testsuite per node, a testcase per check."""
-    suites = ET.Element("testsuites", name=f"plumb validation {run.id}")
+    suites = ET.Element("testsuites", name=_x(f"plumb validation {run.id}"))
     by_node: dict[str, list[CheckResult]] = {}
     for r in run.ordered():
         by_node.setdefault(r.node, []).append(r)
@@ -141,33 +158,34 @@ def junit(run: ValidationRun) -> str:
     total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for node in run.suites:
         results = by_node.get(node, [])
-        suite = ET.SubElement(suites, "testsuite", name=node)
+        suite = ET.SubElement(suites, "testsuite", name=_x(node))
         n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         time_s = 0.0
         for r in results:
             n["tests"] += 1
             time_s += r.duration_s
-            case = ET.SubElement(suite, "testcase", name=r.check_id, classname=f"{r.phase}.{node}")
+            case = ET.SubElement(
+                suite, "testcase", name=_x(r.check_id), classname=_x(f"{r.phase}.{node}")
+            )
             case.set("time", f"{r.duration_s:.3f}")
             if r.status == "fail":
                 n["failures"] += 1
-                ET.SubElement(
-                    case, "failure", message=r.message, type=r.severity
-                ).text = r.remediation
+                failure = ET.SubElement(case, "failure", message=_x(r.message), type=r.severity)
+                failure.text = _x(r.remediation)
             elif r.status == "error":
                 n["errors"] += 1
-                ET.SubElement(case, "error", message=r.message)
+                ET.SubElement(case, "error", message=_x(r.message))
             elif r.status == "skip":
                 n["skipped"] += 1
-                ET.SubElement(case, "skipped", message=r.message)
+                ET.SubElement(case, "skipped", message=_x(r.message))
             else:
-                ET.SubElement(case, "system-out").text = f"{r.status}: {r.message}"
+                ET.SubElement(case, "system-out").text = _x(f"{r.status}: {r.message}")
         for pnode, check, phase in pending:
             if pnode != node:
                 continue
             n["tests"] += 1
             n["skipped"] += 1
-            case = ET.SubElement(suite, "testcase", name=check, classname=f"{phase}.{node}")
+            case = ET.SubElement(suite, "testcase", name=_x(check), classname=_x(f"{phase}.{node}"))
             ET.SubElement(case, "skipped", message="pending: the run has not finished")
         for key, value in n.items():
             suite.set(key, str(value))

@@ -136,3 +136,39 @@ def test_a_caller_over_its_rate_gets_429_with_retry_after_then_recovers(tmp_path
         assert httpx.get(agg.url + "/v1/nodes", timeout=5).status_code == 200
     finally:
         agg.stop()
+
+
+def _forwarded_codes(agg: Aggregator, count: int) -> list[int]:
+    """Status of `count` anonymous requests from loopback, each naming a new client address."""
+    with httpx.Client(base_url=agg.url, timeout=5) as client:
+        return [
+            client.get(
+                "/v1/nodes", headers={"X-Forwarded-For": f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}"}
+            ).status_code
+            for i in range(count)
+        ]
+
+
+# One request per 1000 s after the burst: no refill lands within a test.
+SLOW = {"PLUMB_API__RATE_PER_S": "0.001", "PLUMB_API__BURST": "5"}
+
+
+def test_a_new_forwarded_for_per_request_does_not_escape_the_rate_limit(tmp_path):
+    env = SLOW
+    agg = Aggregator(tmp_path, extra_env=env).start()
+    try:
+        codes = _forwarded_codes(agg, 300)
+    finally:
+        agg.stop()
+    # One bucket, loopback's: the burst passes, nothing after it.
+    assert codes == [200] * 5 + [429] * 295, codes
+
+
+def test_forwarded_for_counts_from_a_configured_proxy(tmp_path):
+    env = {**SLOW, "PLUMB_API__TRUSTED_PROXIES": '["127.0.0.1"]'}
+    agg = Aggregator(tmp_path, extra_env=env).start()
+    try:
+        codes = _forwarded_codes(agg, 20)
+    finally:
+        agg.stop()
+    assert codes == [200] * 20  # each forwarded client has its own full bucket

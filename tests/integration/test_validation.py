@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 
 from conftest import BIN, scrape, until
 
+from plumb.aggregator.store import Store
+
 
 def start(aggregator, **body) -> str:
     resp = aggregator.post("/v1/validations", json=body)
@@ -199,3 +201,33 @@ def test_cli_validate_waits_prints_and_exits_by_its_result(aggregator, start_age
         [*cli, "--node", "nope"], capture_output=True, text=True, timeout=60, env=aggregator.cli_env
     )
     assert missing.returncode == 3 and "nope" in missing.stderr
+
+
+def test_a_run_cut_short_by_sigkill_is_listed_and_finished_as_an_error_after_restart(
+    aggregator, start_agent
+):
+    agent = start_agent(aggregator, "frozen", "dgx-h100")
+    connected(aggregator, "frozen")
+    agent.proc.send_signal(signal.SIGSTOP)  # connected, but it will answer no check
+    try:
+        run_id = start(aggregator, phases=["conformance"], nodes=["frozen"])
+        store = Store(aggregator.db)
+        try:
+            until(lambda: store.validation(run_id), what="the run stored as started")
+        finally:
+            store.close()
+        aggregator.stop(signal.SIGKILL)
+    finally:
+        agent.proc.send_signal(signal.SIGCONT)
+    aggregator.start()
+
+    listed = {r["id"]: r for r in aggregator.json("/v1/validations")}
+    assert listed[run_id]["state"] == "finished" and listed[run_id]["result"] == "failed"
+    run = aggregator.json(f"/v1/validations/{run_id}")
+    agent_checks = [r for r in run["results"] if r["node"] == "frozen"]
+    assert agent_checks and run["progress"]["pending"] == 0
+    assert {(r["status"], r["message"]) for r in agent_checks} == {
+        ("error", "aggregator restarted")
+    }
+    junit = aggregator.get(f"/v1/validations/{run_id}", format="junit")
+    assert ET.fromstring(junit.text).get("errors") == str(len(run["results"]))

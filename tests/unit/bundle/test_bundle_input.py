@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 import yaml
 
 from plumb.aggregator.bundle import BundleError, BundleOptions, build, parse_recipe
+from plumb.aggregator.errors import InvalidInput, TooLarge
 
 
 def values(bundle, component: str) -> dict:
@@ -108,7 +111,7 @@ def test_an_uploaded_recipe_yaml_bundles_like_the_resolution(make_bundle, catalo
     ],
 )
 def test_a_recipe_that_does_not_parse_is_rejected(catalog, text, message):
-    with pytest.raises(BundleError, match=message):
+    with pytest.raises(InvalidInput, match=message):
         parse_recipe(text, catalog)
 
 
@@ -127,3 +130,14 @@ def test_a_recipe_out_of_dependency_order_is_rejected(catalog, recipes):
     doc["deployment_order"] = doc["deployment_order"][::-1]
     with pytest.raises(BundleError, match="before its dependencies"):
         parse_recipe(doc, catalog)
+
+
+def test_an_uploaded_recipe_that_is_an_alias_bomb_is_refused_before_it_expands(catalog):
+    # 9 levels of 9 aliases: 387 million strings once expanded, in under 500 bytes.
+    bomb = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in pairwise("abcdefghi")
+    )
+    with pytest.raises(TooLarge, match="aliases"):
+        parse_recipe(bomb, catalog)
+    with pytest.raises(TooLarge):
+        parse_recipe(yaml.safe_load(bomb), catalog)  # the same, already parsed (JSON body)

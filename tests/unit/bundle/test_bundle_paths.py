@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 import zipfile
@@ -59,4 +60,21 @@ def test_a_link_in_a_bundle_archive_is_refused(tmp_path):
     archive = tmp_path / "bundle.tar.gz"
     archive.write_bytes(buf.getvalue())
     with pytest.raises(BundleError, match="not a regular file"):
+        read_bundle(archive)
+
+
+def test_an_archive_member_declaring_more_than_a_bundle_holds_is_refused_unread(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("top/values.yaml")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"boom"))
+    data = bytearray(gzip.decompress(buf.getvalue()))
+    # Rewrite the header's size field (octal, bytes 124-135) to claim 64 GiB.
+    data[124:136] = b"%011o\0" % (64 << 30)
+    data[148:156] = b" " * 8
+    data[148:156] = b"%06o\0 " % sum(data[:512])
+    archive = tmp_path / "claims.tar.gz"
+    archive.write_bytes(gzip.compress(bytes(data)))
+    with pytest.raises(BundleError, match="bytes of files; not a bundle"):
         read_bundle(archive)
