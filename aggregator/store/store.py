@@ -384,11 +384,6 @@ class Store:
         with _errors("reading a validation run", self._engine), self._engine.connect() as conn:
             return validation.load(conn, run_id)
 
-    def validation_ids(self, limit: int = 20) -> list[str]:
-        """Ids of the newest stored validation runs."""
-        with _errors("listing validation runs", self._engine), self._engine.connect() as conn:
-            return validation.recent_ids(conn, limit)
-
     def node_exists(self, node: str) -> bool:
         """Whether ``node`` has ever reported."""
         stmt = select(_nodes.c.name).where(_nodes.c.name == node)
