@@ -25,7 +25,8 @@ CONNECT = "/plumb.v1.AgentService/Connect"
 # Bounded by count: about 30 s on a loaded 2-core machine; the seed varies per run.
 EXAMPLES = 150
 
-_TEXT = st.text(max_size=12)
+# The wire refuses a NUL in any string; the rest of Unicode is fair game.
+_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
 _LEAVES: list[tuple[str, st.SearchStrategy]] = [
     ("host.kernel", _TEXT),
     ("driver.driver_version", _TEXT),

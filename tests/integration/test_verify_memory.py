@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import os
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -49,19 +49,30 @@ def _zip(path: Path) -> Path:
     return path
 
 
+# Runs the command from a small Python process and reports its exit status and peak RSS.
+# A child forked straight from pytest would count pytest's own pages (hundreds of MiB late
+# in the suite) in its peak until it execs; forked from this launcher it starts small.
+_LAUNCHER = """
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = proc.stderr.read()
+_, status, usage = os.wait4(proc.pid, 0)
+sys.stderr.buffer.write(err)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def _verify(path: Path) -> tuple[int, int, str]:
     """(exit status, peak RSS in bytes, stderr) of `plumb verify path`."""
-    proc = subprocess.Popen(
-        [str(BIN / "plumb"), "verify", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, str(BIN / "plumb"), "verify", str(path)],
+        capture_output=True,
+        text=True,
         env=ENV,
+        timeout=120,
     )
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss * 1024, err  # ru_maxrss is in KiB on Linux
+    code, maxrss_kib = (int(x) for x in done.stdout.split())
+    return code, maxrss_kib * 1024, done.stderr  # ru_maxrss is in KiB on Linux
 
 
 @pytest.mark.parametrize("make", [_tar_gz, _zip], ids=["tar.gz", "zip"])
