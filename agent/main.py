@@ -19,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from plumb import facts as wire
+from plumb import tree
 from plumb.agent import __version__
 from plumb.agent.checks import CheckContext, CheckRunner
 from plumb.agent.checks.conformance import pci_scan
@@ -204,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         node, collect, checks = make_node(settings)
         if args.once:
             facts = collect()
-            json.dump({"node_name": node, "facts": wire.nest(facts)}, sys.stdout, indent=2)
+            json.dump({"node_name": node, "facts": tree.nest(facts)}, sys.stdout, indent=2)
             print()
             return 0
     except ProfileError as exc:

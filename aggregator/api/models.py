@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from plumb import facts as wire
+from plumb import tree
 from plumb.aggregator.core import Overview
 from plumb.aggregator.drift import Baseline, DriftFinding
 from plumb.aggregator.state.live import NodeState, NodeSummary
@@ -87,7 +87,7 @@ class NodeDetailOut(NodeOut):
             agent_version=node.agent_version,
             first_seen_at=node.first_seen_at,
             content_hash=node.content_hash,
-            facts=wire.nest(node.facts),
+            facts=tree.nest(node.facts),
         )
 
 
@@ -100,7 +100,7 @@ class SnapshotNodeOut(NodeSummaryOut):
     def json_of(summary: NodeSummary, facts: Mapping[str, Reading]) -> dict[str, Any]:
         """The JSON of one snapshot entry, as the API sends it (rendered off the loop)."""
         out = NodeSummaryOut.of_summary(summary).model_dump(mode="json")
-        out["facts"] = wire.nest(facts)
+        out["facts"] = tree.nest(facts)
         return out
 
 

@@ -23,7 +23,8 @@ from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.plan import Release, plan
 from plumb.aggregator.bundle.recipe import Recipe
 from plumb.aggregator.recipes import Catalog
-from plumb.facts import Reading, nest
+from plumb.facts import Reading
+from plumb.tree import nest
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 
 from plumb.aggregator import present
-from plumb.facts import leaves
+from plumb.tree import leaves
 
 
 def nodes_table(rows: list[dict]) -> Table:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from plumb.aggregator import present
 from plumb.aggregator.present import SEVERITIES, age, severity_order
-from plumb.facts import leaves
+from plumb.tree import leaves
 
 __all__ = ["fleet_page", "node_page", "not_found_page", "severity_order"]
 

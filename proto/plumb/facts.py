@@ -17,26 +17,24 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from plumb.v1 import facts_pb2
 
 __all__ = [
+    "PATH_SEGMENT",
     "FactsError",
     "Reading",
     "Status",
     "apply_delta",
     "content_digest",
     "content_hash",
-    "describe",
     "diff",
     "flatten",
     "from_fact",
     "gpu_count",
     "hex_digest",
-    "leaves",
-    "nest",
     "to_fact",
     "unflatten",
 ]
@@ -68,7 +66,8 @@ _LEAF_TYPES = {
     "plumb.v1.BoolFact": bool,
 }
 # Repeated messages keyed by index; everything else is a plain sub-message.
-_SEGMENT = re.compile(r"([a-z_][a-z0-9_]*)(?:\[(\d+)\])?")
+# One segment of a fact path: a field name, with an index where the field repeats.
+PATH_SEGMENT = re.compile(r"([a-z_][a-z0-9_]*)(?:\[(\d+)\])?")
 
 
 class FactsError(ValueError):
@@ -235,7 +234,7 @@ def _set(root: Message, path: str, reading: Reading) -> None:
     segments = path.split(".")
     msg = root
     for depth, segment in enumerate(segments):
-        match = _SEGMENT.fullmatch(segment)
+        match = PATH_SEGMENT.fullmatch(segment)
         field = msg.DESCRIPTOR.fields_by_name.get(match.group(1)) if match else None
         if field is None:
             raise FactsError(f"unknown fact path: {path}")
@@ -387,74 +386,3 @@ def apply_delta(
     new = {p: r for p, r in old.items() if p not in set(removed)}
     new.update(changed)
     return new
-
-
-def describe(descriptor: Descriptor = facts_pb2.NodeFacts.DESCRIPTOR) -> list[str]:
-    """Every leaf path pattern of NodeFacts (``gpus[].uuid``), for docs and contract tests."""
-    out: list[str] = []
-    for field in descriptor.fields:
-        if field.type != FieldDescriptor.TYPE_MESSAGE:
-            out.append(field.name)
-            continue
-        name = field.name + ("[]" if field.is_repeated else "")
-        if field.message_type.full_name in _LEAF_TYPES:
-            out.append(name)
-        else:
-            out.extend(f"{name}.{sub}" for sub in describe(field.message_type))
-    return out
-
-
-def nest(flat: Mapping[str, Reading]) -> dict:
-    """``flat`` as nested JSON (``{"gpus": [{"uuid": {"status": "ok", ...}}]}``) for people."""
-    root: dict = {}
-    for path in sorted(flat, key=_path_sort_key):
-        node: dict | list = root
-        segments = path.split(".")
-        for depth, segment in enumerate(segments):
-            match = _SEGMENT.fullmatch(segment)
-            assert match is not None, path
-            name, index = match.group(1), match.group(2)
-            last = depth == len(segments) - 1
-            if index is None:
-                if last:
-                    node[name] = flat[path].to_json()  # type: ignore[index]
-                else:
-                    node = node.setdefault(name, {})  # type: ignore[union-attr]
-                continue
-            items = node.setdefault(name, [])  # type: ignore[union-attr]
-            while len(items) <= int(index):
-                items.append({})
-            node = items[int(index)]
-            if last:
-                raise FactsError(f"fact path names a message, not a leaf: {path}")
-    return root
-
-
-def leaves(tree: Mapping, skip: tuple[str, ...] = ()) -> list[tuple[str, dict]]:
-    """(path, reading JSON) of every leaf of a `nest`ed tree, in its order; `skip` top keys."""
-    out: list[tuple[str, dict]] = []
-
-    def walk(node: Mapping, prefix: str) -> None:
-        for key, value in node.items():
-            path = f"{prefix}{key}"
-            if not prefix and key in skip:
-                continue
-            if isinstance(value, dict) and "status" in value:
-                out.append((path, value))
-            elif isinstance(value, dict):
-                walk(value, path + ".")
-            elif isinstance(value, list):
-                for i, item in enumerate(value):
-                    walk(item, f"{path}[{i}].")
-
-    walk(tree, "")
-    return out
-
-
-def _path_sort_key(path: str) -> list[tuple[str, int]]:
-    """Sort ``gpus[10]`` after ``gpus[9]``."""
-    return [
-        (m.group(1), int(m.group(2) or -1))
-        for m in map(_SEGMENT.fullmatch, path.split("."))
-        if m is not None
-    ]

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plumb import facts as wire
+from plumb import tree
 from plumb.aggregator.store import Store
 from plumb.v1 import agent_pb2
 
@@ -175,7 +176,7 @@ def held(aggregator, name: str) -> str | None:
     node = resp.json()
     served = {
         path: wire.Reading(doc["status"], doc.get("value"), doc.get("error"))
-        for path, doc in wire.leaves(node["facts"])
+        for path, doc in tree.leaves(node["facts"])
     }
     assert wire.content_hash(served) == node["content_hash"], f"{name}: facts differ from hash"
     return node["content_hash"]

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plumb import facts as wire
+from plumb import tree
 from plumb.v1 import agent_pb2, facts_pb2
 
 _STRING_LEAVES = [
@@ -136,15 +137,8 @@ def test_too_many_gpus_is_malformed():
 
 def test_nest_orders_gpus_numerically():
     flat = {f"gpus[{i}].index": wire.Reading.ok(i) for i in range(12)}
-    nested = wire.nest(flat)
+    nested = tree.nest(flat)
     assert [g["index"]["value"] for g in nested["gpus"]] == list(range(12))
-
-
-def test_describe_lists_every_leaf_pattern():
-    paths = wire.describe()
-    assert "driver.cuda_driver_version" in paths
-    assert "gpus[].nvlink_links_up" in paths
-    assert "nccl.libraries[].path" in paths
 
 
 def test_flatten_shares_equal_readings_but_keeps_signed_zero_apart():
@@ -163,4 +157,4 @@ def test_flatten_shares_equal_readings_but_keeps_signed_zero_apart():
 
 @given(flat_facts())
 def test_leaves_of_the_nested_tree_are_the_flat_facts(flat):
-    assert {p: wire.Reading(**r) for p, r in wire.leaves(wire.nest(flat))} == flat
+    assert {p: wire.Reading(**r) for p, r in tree.leaves(tree.nest(flat))} == flat
