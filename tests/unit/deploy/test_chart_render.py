@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import kubernetes_validate
 import pytest
 from chart_cases import ALL_ON, CHART, DIGEST, EMBEDDED, PERSISTENT, SECURED
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from plumb.agent.settings import AgentSettings
 from plumb.aggregator.settings import AggregatorSettings
@@ -369,14 +372,42 @@ def test_api_tokens_and_tls_come_from_secrets(render, find_object, monkeypatch):
     assert endpoint["tlsConfig"]["serverName"] == "plumb-aggregator.plumb.svc"
 
 
-def test_by_default_the_api_has_no_anonymous_read_and_no_tls(render, find_object, monkeypatch):
+def test_by_default_the_api_has_no_anonymous_read_and_both_listeners_use_tls(
+    render, find_object, monkeypatch
+):
     objects = render()
     agg = container(objects, "Deployment", find_object)
     settings = _settings_from(env_of(agg), monkeypatch)
     assert settings.api.anonymous_read is False and settings.api.tokens_file is None
-    assert not settings.tls.enabled
+    assert settings.tls.enabled
+    assert agg["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    agent = container(objects, "DaemonSet", find_object)
+    assert env_of(agent)["PLUMB_CA_FILE"]["value"] == "/etc/plumb/ca/ca.crt"
+
+
+def test_the_generated_certificate_is_signed_by_its_ca_and_names_the_service(render, find_object):
+    secret = next(o for o in render() if o["kind"] == "Secret" and o["type"] == "kubernetes.io/tls")
+    assert secret["metadata"]["name"] == "plumb-aggregator-tls"
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    ca = x509.load_pem_x509_certificate(data["ca.crt"])
+    cert = x509.load_pem_x509_certificate(data["tls.crt"])
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    # The address the agents dial (agent-daemonset.yaml: <fullname>-aggregator.<ns>.svc).
+    assert "plumb-aggregator.plumb.svc" in names.get_values_for_type(x509.DNSName)
+    assert cert.issuer == ca.subject
+    cert.verify_directly_issued_by(ca)  # raises unless the CA's key signed it
+    serialization.load_pem_private_key(data["tls.key"], password=None)
+
+
+def test_without_a_secret_or_generation_the_listeners_are_plaintext(
+    render, find_object, monkeypatch
+):
+    objects = render({"aggregator": {"tls": {"generate": False}}})
+    agg = container(objects, "Deployment", find_object)
+    assert not _settings_from(env_of(agg), monkeypatch).tls.enabled
     assert agg["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
     assert "PLUMB_CA_FILE" not in env_of(container(objects, "DaemonSet", find_object))
+    assert not [o for o in objects if o["kind"] == "Secret"]
 
 
 def cluster_grants(objects: list[dict[str, Any]], find_object) -> set[tuple[str, str, str]]:

@@ -118,3 +118,15 @@ nodeAffinity:
 {{- define "plumb.hostVolumeName" -}}
 {{- printf "host%s" (replace "/" "-" (trimSuffix "/" .)) | lower | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/*
+The kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt) both listeners use: aggregator.tls.secret
+when given, else the one the chart generates (aggregator.tls.generate), else none (plaintext).
+*/}}
+{{- define "plumb.aggregator.tlsSecret" -}}
+{{- if .Values.aggregator.tls.secret -}}
+{{- .Values.aggregator.tls.secret -}}
+{{- else if .Values.aggregator.tls.generate -}}
+{{- printf "%s-tls" (include "plumb.aggregator.fullname" .) -}}
+{{- end -}}
+{{- end }}
