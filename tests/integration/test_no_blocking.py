@@ -1,4 +1,5 @@
-"""No request blocks the others: /healthz answers while a large snapshot is being rendered.
+"""No request blocks the others: /healthz and an agent's Hello are answered while a large
+snapshot is being rendered.
 
 The fleet is seeded straight into the SQLite file `plumb serve` then opens: one simulated
 node's facts through the store's own `apply`, copied in SQL to the other names (writing them
@@ -11,10 +12,12 @@ from __future__ import annotations
 import select
 import socket
 import sqlite3
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import grpc
 import pytest
 from conftest import Aggregator
 
@@ -22,6 +25,7 @@ from plumb.agent.collect import collect_all
 from plumb.agent.simulate.node import Simulation
 from plumb.aggregator.store import Change, NodeUpdate, Store
 from plumb.facts import content_hash
+from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +75,25 @@ def _send(sock: socket.socket, path: str) -> None:
     sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
 
 
+def _welcomed(agg: Aggregator) -> bool:
+    """Open an agent stream, send Hello and wait for the aggregator's Welcome."""
+    stop = threading.Event()
+
+    def requests():
+        yield agent_pb2.ConnectRequest(
+            hello=agent_pb2.Hello(node_name="late-agent", agent_version="t", boot_id="b")
+        )
+        stop.wait(120)
+
+    with grpc.insecure_channel(agg.grpc) as channel:
+        replies = agent_pb2_grpc.AgentServiceStub(channel).Connect(requests(), timeout=120)
+        try:
+            return next(replies).WhichOneof("message") == "welcome"
+        finally:
+            stop.set()
+            replies.cancel()
+
+
 def _read(sock: socket.socket) -> bytes:
     chunks = []
     while chunk := sock.recv(1 << 20):
@@ -98,12 +121,15 @@ def test_health_checks_answer_while_a_large_snapshot_is_rendered(fleet, fmt):
     _send(snapshot, f"/v1/snapshot?format={fmt}")
     # One after the other, each sent once the last was answered: the first could slip in
     # before the snapshot route starts, the later ones only if it leaves the loop free.
-    for _ in range(HEALTH_CHECKS):
+    for i in range(HEALTH_CHECKS):
         health = _connect(fleet)
         _send(health, "/healthz")
         readable, _, _ = select.select([snapshot, health], [], [], 120)
         assert readable == [health], "the snapshot answered first: it held the event loop"
         assert _read(health).startswith(b"HTTP/1.1 200")
+        if i == 0:  # an agent's Hello is answered with Welcome meanwhile, too
+            assert _welcomed(fleet), "no Welcome"
+            assert not select.select([snapshot], [], [], 0)[0], "the snapshot answered first"
     body = _read(snapshot)
     assert body.startswith(b"HTTP/1.1 200")
     assert body.count(b"gpu-node-") >= NODES
