@@ -61,11 +61,14 @@ async def wait_for(
 
 
 def write_result(name: str, result: dict) -> Path:
-    """Write `result`, with the machine and the time of measuring, as results/NAME.json."""
+    """Write `result`, with the machine, its load and the time of measuring, as
+    results/NAME.json."""
     result["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # 1, 5 and 15 minute load averages as the run ends: what else the cores were doing.
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
     result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     RESULTS.mkdir(exist_ok=True)

@@ -18,6 +18,7 @@ import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
 from plumb.agent.simulate import units
+from plumb.agent.simulate.overlay import overlay
 from plumb.agent.simulate.units import ValueProblem
 
 __all__ = [
@@ -300,7 +301,7 @@ def from_mock_nvml(config: dict[str, Any]) -> dict[str, Any]:
     defaults = config.get("device_defaults") or {}
     nvlink = config.get("nvlink") or {}
     specs = [
-        _mock_gpu(_Values(_merge(defaults, device), f"devices[{i}]"), nvlink)
+        _mock_gpu(_Values(overlay(defaults, device), f"devices[{i}]"), nvlink)
         for i, device in enumerate(devices)
     ]
     where = _Values(system, "system")
@@ -433,16 +434,6 @@ def _mock_gpu(v: _Values, nvlink: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- shared ----------------------------------------------------------------------------------
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _compact(specs: list[dict[str, Any]]) -> dict[str, Any]:

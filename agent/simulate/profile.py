@@ -30,6 +30,7 @@ from pydantic import (
 from plumb.agent.collect.kernel import SYSCTLS
 from plumb.agent.collect.systemd import UNIT_DIRS, UNITS
 from plumb.agent.simulate import capture
+from plumb.agent.simulate.overlay import overlay
 
 __all__ = [
     "GpuSpec",
@@ -300,22 +301,12 @@ class Profile(_Model):
     def gpu_spec(self, index: int) -> GpuSpec:
         """GPU `index`: the template with that index's overrides merged in, validated."""
         return GpuSpec.model_validate(
-            _merge(self.gpus.template, self.gpus.overrides.get(index, {}))
+            overlay(self.gpus.template, self.gpus.overrides.get(index, {}))
         )
 
     def gpu_specs(self) -> list[GpuSpec]:
         """Every GPU's spec, in index order."""
         return [self.gpu_spec(i) for i in range(self.gpus.count)]
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def shipped_profiles() -> list[str]:
