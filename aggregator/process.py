@@ -147,6 +147,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         utcnow,
         replica=settings.replica.name,
         write_heartbeats=shared,
+        keep_history=settings.nodes.keep_history,
     )
     loaded = intake.restore(stored, open_findings, baselines)
     log.info("state loaded", extra={"nodes": len(state), "db": _redact(settings.db)})

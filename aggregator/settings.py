@@ -71,8 +71,12 @@ class NodeSettings(BaseModel):
 
     # A week: longer than a node is usually down for repair or a long drain, short enough
     # that a decommissioned or renamed node stops showing as down. None keeps nodes until
-    # `plumb node rm`. A removed node's history goes with it.
+    # `plumb node rm`.
     expire_after_s: float | None = Field(7 * 86400.0, gt=0)
+    # A removed (or expired) node's fact history and findings stay in the database, for
+    # "what did that node run?" after it is gone; false drops them with it. Retention of
+    # history as a whole is another setting's job.
+    keep_history: bool = True
     # How often to look for expired nodes; the expiry itself is coarse.
     expire_check_s: float = Field(60.0, gt=0)
 

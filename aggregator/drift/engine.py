@@ -128,10 +128,13 @@ class DriftEngine:
             if f.closed_at is None and held is not None and held.id != f.id and held.same_as(f):
                 self._open[f.node][f.key] = f
 
-    def forget(self, node: str) -> None:
-        """Drop a removed node's open findings and baseline (the store drops its rows)."""
-        self._open.pop(node, None)
+    def forget(self, node: str) -> Transitions:
+        """Drop a removed node's baseline, and close its open findings (kept with its history,
+        or dropped with it, by the store)."""
         self.baselines.pop(node, None)
+        now = self._clock()
+        held = self._open.pop(node, {}).values()
+        return Transitions(node, closed=tuple(replace(f, closed_at=now) for f in held))
 
     def _reconcile(
         self,

@@ -69,16 +69,17 @@ class Evaluator:
         return [t for t in out if t]
 
     def forget(self, name: str) -> list[Transitions]:
-        """Drop a removed node's recipe, pool place and findings; its pool mates' pool
-        findings change if the majority moved without it."""
+        """Drop a removed node's recipe and pool place, and close its findings; its pool
+        mates' pool findings change if the majority moved without it. The node's own
+        transitions first."""
         self.resolutions.pop(name, None)
-        self.drift.forget(name)
+        out = [self.drift.forget(name)]
         pool = self._pool_of.pop(name, None)
-        if pool is None:
-            return []
-        self.pools[pool].discard(name)
-        self._tallies[pool].discard(name)
-        return [t for t in self._refresh_pool(pool, skip=name) if t]
+        if pool is not None:
+            self.pools[pool].discard(name)
+            self._tallies[pool].discard(name)
+            out.extend(self._refresh_pool(pool, skip=name))
+        return [t for t in out if t]
 
     def pool_driver_versions(self) -> dict[str, int]:
         """Distinct driver versions among the nodes of each pool."""

@@ -53,6 +53,7 @@ class Intake:
         *,
         replica: str,
         write_heartbeats: bool,
+        keep_history: bool,
     ):
         self._state = state
         self._writer = writer
@@ -62,6 +63,8 @@ class Intake:
         self._replica = replica  # named as the owner of the nodes streaming here
         # Only where other replicas read the database do they need each heartbeat's time.
         self._write_heartbeats = write_heartbeats
+        # Whether a removed node's history and findings stay in the database.
+        self._keep_history = keep_history
 
     # -- the agent's stream ------------------------------------------------------------------
 
@@ -165,15 +168,21 @@ class Intake:
         return baseline
 
     def remove(self, node: NodeState) -> None:
-        """Forget a node that no longer streams: live state, recipe, findings, and (through
-        the writer, after whatever it still holds for the node) its rows."""
+        """Forget a node that no longer streams: live state, recipe, open findings (closed),
+        and, through the writer after whatever it still holds for the node, its rows: its
+        history kept or dropped as configured."""
         self._state.remove(node.name)
         transitions = self._evaluator.forget(node.name)
-        self._writer.submit(NodeUpdate(node=node.name, at=self._clock(), removed=True))
+        own = [t for t in transitions if t.node == node.name]
+        removal = NodeUpdate(
+            node=node.name, at=self._clock(), removed=True, keep_history=self._keep_history
+        )
+        self._writer.submit(_with_transitions(removal, own) if own else removal)
         for t in transitions:
-            self._writer.submit(
-                NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
-            )
+            if t.node != node.name:
+                self._writer.submit(
+                    NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
+                )
             self._count(t)
             _log(t)
         log.info("node removed", extra={"node": node.name})

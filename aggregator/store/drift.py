@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, Table, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, select, update
 from sqlalchemy.sql.dml import Insert
 
 from plumb.aggregator.drift.engine import Baseline
@@ -96,6 +96,11 @@ def _write_findings(
             dialect_insert(_findings).on_conflict_do_nothing(),
             [_finding_params(f) for f in opened],
         )
+
+
+def forget_baselines(conn: Connection, nodes: Sequence[str]) -> None:
+    """Drop the baselines of removed nodes (their findings stay, closed, with the history)."""
+    conn.execute(delete(_baselines).where(_baselines.c.node.in_(nodes)))
 
 
 def load_open(conn: Connection) -> list[DriftFinding]:

@@ -88,6 +88,9 @@ class NodeRow(Base):
     facts_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     baseline_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     baseline_changed_by: Mapped[str | None] = mapped_column(String(IDENTITY_CHARS))
+    # 0007: set when the node was removed but its history kept; the row anchors that history
+    # and is neither loaded nor tailed. Any later write for the name clears it.
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class ReplicaRow(Base):

@@ -33,6 +33,7 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy import update as sql_update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
@@ -119,9 +120,11 @@ class NodeUpdate:
     opened: tuple[DriftFinding, ...] = ()
     closed: tuple[DriftFinding, ...] = ()
     baseline: Baseline | None = None
-    # The node is forgotten, after this update's own changes: its row goes, and with it (the
-    # schema's ON DELETE CASCADE) its facts, history, findings and baseline.
+    # The node is forgotten, after this update's own changes: its facts and baseline go, and
+    # its history and findings too unless `keep_history` (then its row stays, marked removed,
+    # for the history to hang on; without it the row goes and the schema cascades).
     removed: bool = False
+    keep_history: bool = True
 
 
 @dataclass(frozen=True)
@@ -213,12 +216,13 @@ class Store:
                         status, _from_json(value), error
                     )
                 facts[node][paths.setdefault(path, path)] = reading
-            nodes = conn.execute(select(_nodes).order_by(_nodes.c.name)).all()
+            live = _nodes.c.removed_at.is_(None)
+            nodes = conn.execute(select(_nodes).where(live).order_by(_nodes.c.name)).all()
         return [_stored(row, facts.get(row.name, {}), connected=False) for row in nodes]
 
     def changed_nodes(self, since: datetime | None) -> list[StoredNode]:
         """Node rows (without facts) written at or after ``since`` (every row when None)."""
-        stmt = select(_nodes).order_by(_nodes.c.name)
+        stmt = select(_nodes).where(_nodes.c.removed_at.is_(None)).order_by(_nodes.c.name)
         if since is not None:
             stmt = stmt.where(_nodes.c.changed_at >= since)
         with _errors("reading changed nodes", self._engine), self._engine.connect() as conn:
@@ -267,9 +271,22 @@ class Store:
                 run = list(run)
                 written += self._apply_run(conn, run, now)
                 if removal:
-                    nodes = [u.node for u in run]
-                    conn.execute(delete(_nodes).where(_nodes.c.name.in_(nodes)))
+                    self._remove(conn, run, now)
         return written
+
+    def _remove(self, conn: Connection, removals: list[NodeUpdate], now: datetime) -> None:
+        dropped = [u.node for u in removals if not u.keep_history]
+        if dropped:
+            conn.execute(delete(_nodes).where(_nodes.c.name.in_(dropped)))
+        kept = [u.node for u in removals if u.keep_history]
+        if kept:
+            conn.execute(delete(_facts).where(_facts.c.node.in_(kept)))
+            drift.forget_baselines(conn, kept)
+            conn.execute(
+                sql_update(_nodes)
+                .where(_nodes.c.name.in_(kept))
+                .values(removed_at=now, connected=False, content_hash=None, changed_at=now)
+            )
 
     def _apply_run(self, conn: Connection, updates: list[NodeUpdate], now: datetime) -> int:
         """Write one run of updates; the number of change rows written."""
@@ -434,6 +451,7 @@ class Store:
             "owner": self._replica,
             "changed_by": self._replica,
             "changed_at": now,
+            "removed_at": None,
             "facts_changed_at": now if update.changes else None,
             "baseline_changed_at": now if update.baseline else None,
             "baseline_changed_by": self._replica if update.baseline else None,
@@ -613,7 +631,7 @@ def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
     return (
         shape
         + (("owner",) if update.connected else ())
-        + ("changed_by", "changed_at")
+        + ("changed_by", "changed_at", "removed_at")  # a write for a removed name revives it
         + (("facts_changed_at",) if update.changes else ())
         + (("baseline_changed_at", "baseline_changed_by") if update.baseline else ())
     )

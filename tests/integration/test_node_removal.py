@@ -8,10 +8,14 @@ import subprocess
 
 from conftest import BIN, READ_TOKEN, Aggregator, stop, until
 
+from plumb.aggregator.store import Store
+
 
 def test_a_node_whose_agent_is_gone_is_removed_with_its_history(aggregator, start_agent):
     agent = start_agent(aggregator, "retired", "l4")
     until(lambda: (aggregator.node("retired") or {}).get("connected"), what="retired up")
+    agent.edit(lambda spec: spec["host"].update(kernel="6.8.0-1020-gke"))  # some history
+    until(lambda: aggregator.json("/v1/nodes/retired/history"), what="a change in its history")
 
     refused = subprocess.run(
         [str(BIN / "plumb"), "node", "rm", "retired", "--server", aggregator.url],
@@ -39,10 +43,15 @@ def test_a_node_whose_agent_is_gone_is_removed_with_its_history(aggregator, star
     assert gone.status_code == 404 and gone.json()["code"] == "not_found"
 
     aggregator.stop()
+    store = Store(aggregator.db)
+    try:  # nodes.keep_history (the default): what it ran stays in the database
+        assert {h.path for h in store.history("retired", limit=1000)} >= {"host.kernel"}
+    finally:
+        store.close()
     restarted = Aggregator(aggregator.workdir, grpc=aggregator.grpc, http_port=aggregator.http_port)
     restarted.start()
     try:
-        assert restarted.node("retired") is None  # the store forgot it too
+        assert restarted.node("retired") is None  # a restart does not bring it back
     finally:
         restarted.stop()
 

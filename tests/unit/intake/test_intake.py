@@ -77,7 +77,14 @@ def make(writer: RecordingWriter | None = None):
     counted: list[Transitions] = []
     writer = writer or RecordingWriter()
     intake = Intake(
-        state, writer, evaluator, counted.append, clock, replica="r1", write_heartbeats=False
+        state,
+        writer,
+        evaluator,
+        counted.append,
+        clock,
+        replica="r1",
+        write_heartbeats=False,
+        keep_history=True,
     )
     return intake, state, evaluator, writer, counted
 
@@ -188,7 +195,9 @@ def test_a_removed_node_leaves_the_live_state_its_recipe_and_the_store():
     intake.remove(state.get("gpu-1"))  # type: ignore[arg-type]
     assert state.get("gpu-1") is None and "gpu-1" not in evaluator.resolutions
     assert evaluator.drift.open_findings("gpu-1") == []
-    assert writer.updates[-1].node == "gpu-1" and writer.updates[-1].removed
+    removal = writer.updates[-1]
+    assert removal.node == "gpu-1" and removal.removed and removal.keep_history
+    assert removal.closed and all(f.closed_at is not None for f in removal.closed)
 
 
 def test_only_nodes_silent_longer_than_the_expiry_are_removed():

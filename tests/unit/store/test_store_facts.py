@@ -124,13 +124,13 @@ def test_a_batch_applies_its_updates_in_order(store):
     assert [e.at for e in store.history("n")] == [at(2), at(1), at(0)]
 
 
-def test_a_removal_drops_the_node_with_its_facts_and_history_in_queue_order(store):
+def test_a_removal_dropping_history_drops_the_node_with_it_in_queue_order(store):
     path = "driver.driver_version"
     store.apply([_added("gone", {path: OLD}), _added("kept", {path: OLD})])
     store.apply(
         [
             NodeUpdate("gone", at(1), (Change(path, OLD, NEW),)),
-            NodeUpdate("gone", at(2), removed=True),
+            NodeUpdate("gone", at(2), removed=True, keep_history=False),
             _added("gone", {path: OLD}),  # the name comes back after: a new node
         ]
     )
@@ -139,6 +139,18 @@ def test_a_removal_drops_the_node_with_its_facts_and_history_in_queue_order(stor
     assert by_name["gone"].facts == {path: OLD}
     assert [e.at for e in store.history("gone")] == [at(0)]  # the old history went with it
     assert len(store.history("kept")) == 1
+
+
+def test_a_removal_keeping_history_forgets_the_node_but_not_what_it_ran(store):
+    path = "driver.driver_version"
+    store.apply([_added("retired", {path: OLD})])
+    store.apply([NodeUpdate("retired", at(1), (Change(path, OLD, NEW),))])
+    store.apply([NodeUpdate("retired", at(2), removed=True, keep_history=True)])
+    assert store.load() == []  # not loaded: the aggregator no longer knows it
+    assert [e.at for e in store.history("retired")] == [at(1), at(0)]  # what it ran stays
+    store.apply([_added("retired", {path: NEW}, seconds=3)])  # the name comes back
+    (back,) = store.load()
+    assert back.name == "retired" and back.facts == {path: NEW}
 
 
 def test_history_is_newest_first_with_since_and_limit(store):
