@@ -153,8 +153,8 @@ class Core:
         return self._intake.accept_baseline(self.node(name))
 
     def remove_node(self, name: str) -> None:
-        """Forget a node whose agent no longer streams, with its history; Conflict while it
-        does (it would only come back)."""
+        """Forget a node whose agent no longer streams; Conflict while it does (it would only
+        come back)."""
         node = self.node(name)
         if node.connected:
             raise Conflict(

@@ -51,7 +51,8 @@ async def get_node(name: str, core: CoreDep) -> NodeDetailOut:
 
 @router.delete("/nodes/{name}", dependencies=[AdminAccess])
 async def remove_node(name: str, core: CoreDep) -> dict[str, Any]:
-    """Forget a node no agent streams for, with its history and findings; 409 while one does."""
+    """Forget a node no agent streams for (its history stays unless nodes.keep_history is
+    off); 409 while one does."""
     core.remove_node(name)
     return {"node": name, "removed": True}
 

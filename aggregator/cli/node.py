@@ -24,13 +24,14 @@ def node(
 ) -> None:
     """Every fact of one node, a per-GPU table, open findings with remediation, recent changes.
 
-    `plumb node rm NAME` forgets a node whose agent is gone, with its history (admin).
+    `plumb node rm NAME` forgets a node whose agent is gone (admin); its history stays in the
+    database unless the aggregator's nodes.keep_history is off.
     JSON and YAML give `{node, findings, history}`. Exit codes: 0 ok, 3 no such node,
     5 aggregator unreachable, 8 the node's agent still streams.
     """
     if name == "rm" and removed is not None:
         api_json(server, f"/v1/nodes/{quote(removed, safe='')}", method="DELETE")
-        out.print(f"removed node {removed} and its history")
+        out.print(f"removed node {removed}")
         return
     path = f"/v1/nodes/{quote(name, safe='')}"
     body = {
