@@ -39,6 +39,7 @@ from plumb.aggregator.metrics.collectors import (
     LeaderCollector,
     MetricsPage,
     NodeSeries,
+    PrunedRows,
     ValidationMetrics,
     ValidationResults,
     new_registry,
@@ -48,6 +49,7 @@ from plumb.aggregator.settings import AggregatorSettings, TlsSettings
 from plumb.aggregator.state.live import LiveState, NodeState, utcnow
 from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Store, StoreError, Writer
+from plumb.aggregator.store.retention import Retention
 from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.kubernetes import Kube
 from plumb.v1 import agent_pb2_grpc
@@ -70,6 +72,7 @@ class Process:
     ingest: Ingest
     intake: Intake
     replicas: Replicas
+    retention: Retention
     cluster: Cluster | None
     # Loaded from the store, evaluated by `restore` once the ports are open.
     loaded: list[NodeState]
@@ -162,6 +165,9 @@ async def open_process(settings: AggregatorSettings) -> Process:
         loaded=stored,
     )
 
+    retention = Retention(store, settings.store, lambda: membership.leader == settings.replica.name)
+    PrunedRows(registry, retention)
+
     api = _kube_api(settings)
     cluster = None
     if api is not None and settings.kubernetes.mode == "auto":
@@ -233,7 +239,18 @@ async def open_process(settings: AggregatorSettings) -> Process:
         cluster,
     )
     return Process(
-        settings, core, store, writer, streams, ingest, intake, replicas, cluster, loaded, restored
+        settings,
+        core,
+        store,
+        writer,
+        streams,
+        ingest,
+        intake,
+        replicas,
+        retention,
+        cluster,
+        loaded,
+        restored,
     )
 
 
@@ -292,6 +309,7 @@ async def serve(settings: AggregatorSettings) -> None:
     writer_task = asyncio.create_task(p.writer.run(), name="store-writer")
     tail_task = asyncio.create_task(p.replicas.run(), name="replica-tail")
     expire_task = asyncio.create_task(p.expire_nodes(), name="node-expiry")
+    prune_task = asyncio.create_task(p.retention.run(p.restored), name="retention")
 
     server = grpc.aio.server(
         options=[
@@ -369,9 +387,10 @@ async def serve(settings: AggregatorSettings) -> None:
     http.should_exit = True
     await http_task
     await p.writer.flush(timeout_s=_GRACE_S * 2)
-    for task in (expire_task, tail_task, writer_task):
+    housekeeping = (prune_task, expire_task, tail_task, writer_task)
+    for task in housekeeping:
         task.cancel()
-    await asyncio.gather(expire_task, tail_task, writer_task, return_exceptions=True)
+    await asyncio.gather(*housekeeping, return_exceptions=True)
     p.store.close()
     log.info("aggregator stopped")
 

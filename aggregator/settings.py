@@ -94,6 +94,12 @@ class StoreSettings(BaseModel):
     batch_max: int = Field(500, ge=1)
     # Wait this long for more updates to join a batch; well under the 1 s freshness goal.
     linger_s: float = Field(0.05, ge=0)
+    # History rows, closed findings, finished validation runs and removed nodes older than
+    # this are deleted (store/retention.py): half a year answers "what did this node run last
+    # quarter?" and bounds the database. None keeps everything.
+    retention_days: float | None = Field(180.0, gt=0)
+    # How often the leader looks for what has aged out; an hour keeps each pass small.
+    retention_check_s: float = Field(3600.0, gt=0)
 
 
 class ReplicaSettings(BaseModel):

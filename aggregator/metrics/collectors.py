@@ -24,6 +24,7 @@ from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary
 from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Writer
+from plumb.aggregator.store.retention import Retention
 
 if TYPE_CHECKING:
     from plumb.aggregator.validation import ValidationRun, Validator
@@ -266,6 +267,24 @@ class StoreCollector(Collector):
             "1 while the last database write succeeded.",
             value=1.0 if w.healthy else 0.0,
         )
+
+
+class PrunedRows(Collector):
+    """Rows retention deleted since start, per table (store/retention.py)."""
+
+    def __init__(self, registry: CollectorRegistry, retention: Retention):
+        self._retention = retention
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        m = CounterMetricFamily(
+            "plumb_store_pruned_rows",
+            "Rows deleted for being older than store.retention_days.",
+            labels=["table"],
+        )
+        for table, n in sorted(self._retention.pruned.items()):
+            m.add_metric([table], n)
+        yield m
 
 
 def _counter(name: str, doc: str, value: float) -> Metric:

@@ -120,7 +120,10 @@ class FactChangeRow(Base):
     """One transition of one fact; ``old``/``new`` hold ``Reading.to_json()`` or NULL."""
 
     __tablename__ = "fact_changes"
-    __table_args__ = (Index("ix_fact_changes_node_at", "node", "at"),)
+    __table_args__ = (
+        Index("ix_fact_changes_node_at", "node", "at"),
+        Index("ix_fact_changes_at", "at"),
+    )
 
     # BIGINT on PostgreSQL for a long history; SQLite only autoincrements INTEGER keys.
     id: Mapped[int] = mapped_column(

@@ -58,10 +58,12 @@ from .models import (
     IDENTITY_CHARS,
     NODE_NAME_CHARS,
     PATH_CHARS,
+    DriftFindingRow,
     FactChangeRow,
     FactRow,
     NodeRow,
     ReplicaRow,
+    ValidationRunRow,
 )
 
 __all__ = [
@@ -85,6 +87,8 @@ _nodes: Table = NodeRow.__table__  # type: ignore[assignment]
 _facts: Table = FactRow.__table__  # type: ignore[assignment]
 _changes: Table = FactChangeRow.__table__  # type: ignore[assignment]
 _replicas: Table = ReplicaRow.__table__  # type: ignore[assignment]
+_findings: Table = DriftFindingRow.__table__  # type: ignore[assignment]
+_runs: Table = ValidationRunRow.__table__  # type: ignore[assignment]
 # A replica unseen this long is forgotten: its row only said it was once alive.
 _REPLICA_FORGET = timedelta(days=1)
 
@@ -359,6 +363,37 @@ class Store:
         return [
             HistoryEntry(row.path, _reading(row.old), _reading(row.new), row.at) for row in rows
         ]
+
+    def prune(self, before: datetime, batch: int = 5000) -> dict[str, int]:
+        """Delete what retention drops: history rows, closed findings and finished validation
+        runs from before ``before``, and nodes removed before it (with all they kept). Open
+        findings, baselines and current facts are live state and stay whatever their age.
+
+        Deletes go ``batch`` rows per transaction, so the writer never waits long for the
+        lock; returns the rows deleted per table.
+        """
+        f, r = _findings.c, _runs.c
+        targets = {
+            "fact_changes": (_changes.c.id, _changes.c.at < before),
+            "drift_findings": (f.id, f.closed_at.is_not(None) & (f.closed_at < before)),
+            "validation_runs": (r.id, r.finished_at.is_not(None) & (r.finished_at < before)),
+            "nodes": (
+                _nodes.c.name,
+                _nodes.c.removed_at.is_not(None) & (_nodes.c.removed_at < before),
+            ),
+        }
+        deleted = {}
+        with _errors("pruning old history", self._engine):
+            for table, (key, old) in targets.items():
+                deleted[table] = 0
+                while True:
+                    with self._engine.begin() as conn:
+                        chunk = select(key).where(old).limit(batch)
+                        n = conn.execute(delete(key.table).where(key.in_(chunk))).rowcount
+                    deleted[table] += n
+                    if n < batch:
+                        break
+        return deleted
 
     def save_validation(self, run: ValidationRun) -> None:
         """Write a validation run and its results (again, replacing them, if already there)."""
