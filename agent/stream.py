@@ -78,7 +78,9 @@ class StreamClient:
         retrying = False
         while not stop.is_set():
             opened = self.connections
-            reached = True
+            # Only a probed attempt is known to have reached the aggregator: the first is not
+            # probed, so its failure (often just "not listening yet") does not widen the window.
+            reached = retrying
             try:
                 async with self._channel() as channel:
                     if retrying:

@@ -1,16 +1,17 @@
 """An agent whose aggregator is unreachable: it says why in its log, and the time spent
-unreachable does not widen its reconnect window, so it is back promptly once the
-aggregator is."""
+unreachable does not widen its reconnect window (the delay after the port opens is drawn
+from the first window), so it is back promptly once the aggregator is."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from conftest import free_port
+from timeouts import scaled
 
 from plumb import facts as wire
+from plumb.agent import stream
 from plumb.agent.settings import StreamSettings
 from plumb.agent.stream import Identity, StreamClient
 
@@ -19,7 +20,9 @@ from .conftest import DbAggregator
 FACTS = {"host.kernel": wire.Reading.ok("6.8"), "driver.driver_version": wire.Reading.ok("550")}
 
 
-async def test_unreachable_is_logged_and_does_not_delay_the_reconnect(tmp_path, caplog):
+async def test_unreachable_is_logged_and_does_not_widen_the_reconnect_window(
+    tmp_path, caplog, monkeypatch
+):
     caplog.set_level(logging.WARNING, logger="plumb.agent.stream")
     target = f"127.0.0.1:{free_port()}"  # nothing listens here yet
     settings = StreamSettings(
@@ -29,28 +32,43 @@ async def test_unreachable_is_logged_and_does_not_delay_the_reconnect(tmp_path, 
         probe_max_s=0.2,
         unreachable_retry_s=0.5,
     )
+    # The failures in a row each reconnect's delay is drawn for: the window is
+    # reconnect_window_s * 2**failures, so 0 means the unreachable time did not widen it.
+    widened_by: list[int] = []
+    draw = stream.reconnect_delay
+
+    def delay(settings: StreamSettings, failures: int) -> float:
+        widened_by.append(failures)
+        return draw(settings, failures)
+
+    monkeypatch.setattr(stream, "reconnect_delay", delay)
     client = StreamClient(target, Identity("far-1", "test", "b-1"), lambda: FACTS, settings)
     stop = asyncio.Event()
     task = asyncio.create_task(client.run(stop))
     agg = DbAggregator(tmp_path, grpc=target)
+
+    def closed() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.getMessage() == "stream closed"]
+
     try:
-        await asyncio.sleep(5.0)
-        closed = [r for r in caplog.records if r.getMessage() == "stream closed"]
         # The first attempt, then one about every unreachable_retry_s: each says why.
-        assert len(closed) >= 4, [r.getMessage() for r in caplog.records]
-        assert {r.code for r in closed} == {"UNAVAILABLE"}  # type: ignore[attr-defined]
-        assert client.connections == 0
+        await _until(lambda: len(closed()) >= 4, "four failed attempts logged")
+        assert {r.code for r in closed()} == {"UNAVAILABLE"}  # type: ignore[attr-defined]
+        assert client.connections == 0 and widened_by == []
 
         await asyncio.to_thread(agg.start)  # returns once /readyz answers
-        ready_at = time.monotonic()
-        while time.monotonic() - ready_at < 30:
-            if client.connections:
-                break
-            await asyncio.sleep(0.05)
-        # Within one probe and one window of the port opening (it opens before /readyz).
-        assert client.connections == 1 and time.monotonic() - ready_at < 3.0
+        await _until(lambda: client.connections == 1, "the agent reconnected")
+        assert widened_by == [0]
     finally:
         stop.set()
-        await asyncio.wait_for(task, timeout=15)
+        await asyncio.wait_for(task, timeout=scaled(15))
         if agg.proc is not None:
             agg.stop()
+
+
+async def _until(done, what: str) -> None:
+    """Poll ``done`` until true; fail naming ``what`` after a scaled deadline."""
+    deadline = asyncio.get_running_loop().time() + scaled(30)
+    while not done():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting: {what}"
+        await asyncio.sleep(0.05)
