@@ -171,21 +171,33 @@ class Intake:
         """Forget a node that no longer streams: live state, recipe, open findings (closed),
         and, through the writer after whatever it still holds for the node, its rows: its
         history kept or dropped as configured."""
-        self._state.remove(node.name)
-        transitions = self._evaluator.forget(node.name)
-        own = [t for t in transitions if t.node == node.name]
         removal = NodeUpdate(
             node=node.name, at=self._clock(), removed=True, keep_history=self._keep_history
         )
-        self._writer.submit(_with_transitions(removal, own) if own else removal)
+        self._forget(node.name, removal)
+        log.info("node removed", extra={"node": node.name})
+
+    def remote_removed(self, name: str) -> None:
+        """Forget a node another replica removed; that replica wrote its rows."""
+        if self._state.get(name) is not None:
+            self._forget(name, None)
+            log.info("node removed by another replica", extra={"node": name})
+
+    def _forget(self, name: str, removal: NodeUpdate | None) -> None:
+        """Drop ``name`` from the live state and the evaluator; submit ``removal`` with the
+        node's own transitions, and its pool mates' transitions as their own updates."""
+        self._state.remove(name)
+        transitions = self._evaluator.forget(name)
+        if removal is not None:
+            own = [t for t in transitions if t.node == name]
+            self._writer.submit(_with_transitions(removal, own) if own else removal)
         for t in transitions:
-            if t.node != node.name:
+            if t.node != name:
                 self._writer.submit(
                     NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
                 )
             self._count(t)
             _log(t)
-        log.info("node removed", extra={"node": node.name})
 
     def expire(self, now: datetime, after: timedelta) -> list[str]:
         """Remove the nodes whose agents have not reported for `after`; their names."""

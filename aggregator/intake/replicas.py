@@ -95,9 +95,17 @@ class Replicas:
         overlap = timedelta(seconds=self._settings.overlap_s)
         since = None if self._cursor is None else self._cursor - overlap
         rows = await asyncio.to_thread(self._store.changed_nodes, since)
-        fresh = [row for row in rows if self._fresh(row)]
-        for row in fresh:
-            if row.changed_by != self.name and not self._held(row.name):
+        fresh = []
+        for row in rows:
+            if not self._fresh(row):
+                continue
+            theirs = row.changed_by != self.name and not self._held(row.name)
+            if row.removed:
+                if theirs:
+                    self._intake.remote_removed(row.name)
+                continue
+            fresh.append(row)
+            if theirs:
                 self._intake.remote_row(row)
         facts_of = [r.name for r in fresh if self._facts_moved(r)]
         baselines_of = [r.name for r in fresh if self._baseline_moved(r)]

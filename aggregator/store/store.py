@@ -26,6 +26,7 @@ from sqlalchemy import (
     Insert,
     Table,
     bindparam,
+    case,
     create_engine,
     delete,
     event,
@@ -152,6 +153,9 @@ class StoredNode:
     facts_changed_at: datetime | None = None
     baseline_changed_at: datetime | None = None
     baseline_changed_by: str | None = None
+    # Removed (`plumb node rm`, expiry) by the replica `changed_by`; only `changed_nodes`
+    # returns such rows, so that the other replicas forget the node too.
+    removed: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,9 +229,12 @@ class Store:
         return [_stored(row, facts.get(row.name, {}), connected=False) for row in nodes]
 
     def changed_nodes(self, since: datetime | None) -> list[StoredNode]:
-        """Node rows (without facts) written at or after ``since`` (every row when None)."""
-        stmt = select(_nodes).where(_nodes.c.removed_at.is_(None)).order_by(_nodes.c.name)
-        if since is not None:
+        """Node rows (without facts) written at or after ``since``, removals included; every
+        live row when None."""
+        stmt = select(_nodes).order_by(_nodes.c.name)
+        if since is None:
+            stmt = stmt.where(_nodes.c.removed_at.is_(None))
+        else:
             stmt = stmt.where(_nodes.c.changed_at >= since)
         with _errors("reading changed nodes", self._engine), self._engine.connect() as conn:
             return [_stored(row, {}, connected=row.connected) for row in conn.execute(stmt)]
@@ -279,18 +286,26 @@ class Store:
         return written
 
     def _remove(self, conn: Connection, removals: list[NodeUpdate], now: datetime) -> None:
+        """Every removed node leaves its row, marked removed, for other replicas to see (and
+        retention to delete later); its history and findings go too unless kept."""
+        names = [u.node for u in removals]
         dropped = [u.node for u in removals if not u.keep_history]
         if dropped:
-            conn.execute(delete(_nodes).where(_nodes.c.name.in_(dropped)))
-        kept = [u.node for u in removals if u.keep_history]
-        if kept:
-            conn.execute(delete(_facts).where(_facts.c.node.in_(kept)))
-            drift.forget_baselines(conn, kept)
-            conn.execute(
-                sql_update(_nodes)
-                .where(_nodes.c.name.in_(kept))
-                .values(removed_at=now, connected=False, content_hash=None, changed_at=now)
+            conn.execute(delete(_changes).where(_changes.c.node.in_(dropped)))
+            conn.execute(delete(_findings).where(_findings.c.node.in_(dropped)))
+        conn.execute(delete(_facts).where(_facts.c.node.in_(names)))
+        drift.forget_baselines(conn, names)
+        conn.execute(
+            sql_update(_nodes)
+            .where(_nodes.c.name.in_(names))
+            .values(
+                removed_at=now,
+                connected=False,
+                content_hash=None,
+                changed_by=self._replica,
+                changed_at=now,
             )
+        )
 
     def _apply_run(self, conn: Connection, updates: list[NodeUpdate], now: datetime) -> int:
         """Write one run of updates; the number of change rows written."""
@@ -463,15 +478,22 @@ class Store:
         )
 
     def _upsert_nodes(self, shape: tuple[str, ...]) -> Insert:
-        if "connected" not in shape or "owner" in shape:
-            return self._upsert(_nodes, ["name"], shape)
+        stmt = self._dialect_insert(_nodes)
+        if not shape:
+            return stmt.on_conflict_do_nothing(index_elements=["name"])
+        columns = {col: stmt.excluded[col] for col in shape}
+        # A removed name that reports again is a node seen for the first time.
+        c = _nodes.c
+        columns["first_seen_at"] = case(
+            (c.removed_at.is_not(None), stmt.excluded.first_seen_at), else_=c.first_seen_at
+        )
         # A disconnect applies only while this replica holds the node: the agent may already
         # have reconnected to another one, whose row must stand.
-        stmt = self._dialect_insert(_nodes)
+        holder = "connected" in shape and "owner" not in shape
         return stmt.on_conflict_do_update(
             index_elements=["name"],
-            set_={col: stmt.excluded[col] for col in shape},
-            where=_nodes.c.owner.is_not_distinct_from(stmt.excluded.owner),
+            set_=columns,
+            where=c.owner.is_not_distinct_from(stmt.excluded.owner) if holder else None,
         )
 
     def _node_params(self, update: NodeUpdate, now: datetime) -> dict[str, object]:
@@ -688,6 +710,7 @@ def _stored(row: Any, facts: dict[str, Reading], *, connected: bool) -> StoredNo
         facts_changed_at=row.facts_changed_at,
         baseline_changed_at=row.baseline_changed_at,
         baseline_changed_by=row.baseline_changed_by,
+        removed=row.removed_at is not None,
     )
 
 

@@ -1,7 +1,8 @@
 """Two `plumb serve` replicas on one real PostgreSQL, agents streaming to each.
 
 Both answer reads with the same nodes, facts, connection state and drift findings; each
-finding is stored once; each node's series and the cluster-wide ones come from one replica.
+finding is stored once; each node's series and the cluster-wide ones come from one replica;
+a node removed on one is forgotten by the other.
 """
 
 from __future__ import annotations
@@ -140,10 +141,19 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
     )
     assert _node_series(b) == {NODES[2], NODES[3]}  # b held h100-2 last and is alive
 
+    # The stopped agent's node removed on replica a: b forgets it too, from the row a wrote.
+    a.delete(f"/v1/nodes/{NODES[2]}").raise_for_status()
+    until(
+        lambda: (rows := _views(a, b, "/v1/nodes")) and NODES[2] not in {n["name"] for n in rows},
+        what="both replicas forgetting the removed node",
+    )
+    assert b.node(NODES[2]) is None
+    kept = set(NODES) - {NODES[2]}
+
     # Replica b killed outright: its nodes go stale on a, and a exports their series.
     b.stop(signal.SIGKILL)
     until(
         lambda: not a.node(NODES[3])["connected"] and a.node(NODES[0])["connected"],
         what="a showing b's streaming node disconnected once its last report is old",
     )
-    until(lambda: _node_series(a) == set(NODES), what="a exporting the nodes of a dead replica")
+    until(lambda: _node_series(a) == kept, what="a exporting the nodes of a dead replica")

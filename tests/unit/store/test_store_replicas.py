@@ -129,3 +129,28 @@ def test_each_replica_sees_when_the_others_were_last_alive(replicas):
     a.see_replica(T0)
     assert b.see_replica(T0 + timedelta(seconds=1)) == {"a": T0, "b": T0 + timedelta(seconds=1)}
     assert a.see_replica(T0 + timedelta(days=2)) == {"a": T0 + timedelta(days=2)}
+
+
+@pytest.mark.parametrize("keep_history", [True, False])
+def test_a_removal_is_a_changed_row_the_other_replicas_read(replicas, keep_history):
+    a, b = replicas
+    fact = Change("driver.driver_version", None, Reading.ok("580"))
+    a.apply([NodeUpdate("n1", T0, changes=(fact,), connected=True, last_report_at=T0)])
+    (before,) = b.changed_nodes(None)
+    b.apply([NodeUpdate("n1", T0, removed=True, keep_history=keep_history)])
+
+    (row,) = a.changed_nodes(before.changed_at + timedelta(microseconds=1))
+    assert row.removed and row.changed_by == "b" and not row.connected
+    assert a.changed_nodes(None) == []  # a start loads no removed node
+    assert a.load() == []
+    assert (a.history("n1") != []) is keep_history
+
+
+def test_a_removed_name_reporting_again_is_first_seen_anew(replicas):
+    a, _ = replicas
+    fact = Change("driver.driver_version", None, Reading.ok("580"))
+    a.apply([NodeUpdate("n1", T0, changes=(fact,))])
+    a.apply([NodeUpdate("n1", T0 + timedelta(1), removed=True)])
+    a.apply([NodeUpdate("n1", T0 + timedelta(2), changes=(fact,))])
+    (row,) = a.load()
+    assert row.first_seen_at == T0 + timedelta(2)
