@@ -10,14 +10,14 @@ import asyncio
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from plumb import nccltests
 from plumb.aggregator import __version__, aicr
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
-from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, Unavailable
+from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, TooLarge, Unavailable
 from plumb.aggregator.intake.intake import Intake
 from plumb.aggregator.k8s import Cluster
 from plumb.aggregator.metrics.collectors import MetricsPage
@@ -25,6 +25,7 @@ from plumb.aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCa
 from plumb.aggregator.settings import AggregatorSettings
 from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary, utcnow
 from plumb.aggregator.store import HistoryEntry, Store, StoreError, Writer
+from plumb.aggregator.timeline import ChangeEvent, fact_like, group_changes
 from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.benchmarks import external_runs
 from plumb.facts import Reading
@@ -32,6 +33,9 @@ from plumb.facts import Reading
 log = logging.getLogger(__name__)
 
 __all__ = ["Core", "Overview"]
+
+# The most fact-change rows one timeline query groups: ~40 MB of rows at most in memory.
+_TIMELINE_ROWS = 200_000
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,38 @@ class Core:
             return await asyncio.to_thread(self._store.history, name, since, limit)
         except StoreError as exc:
             raise Unavailable(str(exc), hint="history needs the database; retry shortly") from exc
+
+    async def changes(
+        self,
+        since: datetime,
+        until: datetime,
+        *,
+        pool: str | None = None,
+        fact: str | None = None,
+        gap: timedelta = timedelta(minutes=30),
+    ) -> list[ChangeEvent]:
+        """The fleet's fact changes in [since, until] as events, newest first."""
+        await self._writer.flush()
+        like = fact_like(fact) if fact else None
+        try:
+            rows = await asyncio.to_thread(
+                self._store.fleet_history, since, until, like, _TIMELINE_ROWS + 1
+            )
+            found = await asyncio.to_thread(self._store.findings, since=since, limit=10_000)
+            runs = await self.validations(limit=200)
+        except StoreError as exc:
+            raise Unavailable(str(exc), hint="the timeline needs the database") from exc
+        if len(rows) > _TIMELINE_ROWS:
+            raise TooLarge(
+                f"more than {_TIMELINE_ROWS:,} fact changes between {since:%Y-%m-%d %H:%M} "
+                f"and {until:%Y-%m-%d %H:%M}",
+                hint="narrow since/until, or pick one fact or pool",
+            )
+        pools = self._evaluator.pools
+        pool_of = {name: p for p, names in pools.items() for name in names}
+        sizes = {p: len(names) for p, names in pools.items()}
+        events = group_changes(rows, pool_of, sizes, found, runs, gap=gap)
+        return [e for e in events if pool is None or e.pool == pool]
 
     def overview(self, node: NodeState) -> Overview:
         """The node's summary with what lists show beside it: pool, NCCL, CUDA, findings."""

@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
 from plumb.aggregator import __version__
-from plumb.aggregator.api import benchmarks, bundles, drift, nodes, recipes, validations
+from plumb.aggregator.api import benchmarks, bundles, changes, drift, nodes, recipes, validations
 from plumb.aggregator.api.access import Access, ReadAccess
 from plumb.aggregator.api.limits import BodyLimit
 from plumb.aggregator.core import Core
@@ -63,6 +63,7 @@ def create_app(core: Core) -> FastAPI:
         bundles.router,
         recipes.router,
         drift.router,
+        changes.router,
         validations.router,
         benchmarks.router,
         web.router,

@@ -17,10 +17,13 @@ from plumb.aggregator.core import Overview
 from plumb.aggregator.drift import Baseline, DriftFinding
 from plumb.aggregator.state.live import NodeState, NodeSummary
 from plumb.aggregator.store import HistoryEntry
+from plumb.aggregator.timeline import ChangeEvent
+from plumb.aggregator.validation import ValidationRun
 from plumb.facts import Reading
 
 __all__ = [
     "BaselineOut",
+    "ChangeEventOut",
     "ChangeOut",
     "FindingOut",
     "NodeDetailOut",
@@ -119,6 +122,53 @@ class ChangeOut(BaseModel):
             old=e.old.to_json() if e.old else None,
             new=e.new.to_json() if e.new else None,
             at=e.at,
+        )
+
+
+class RunRefOut(BaseModel):
+    """A validation run named by a change event: enough to fetch it."""
+
+    id: str
+    created_at: datetime
+    finished_at: datetime | None
+    result: str | None  # None while running
+
+    @classmethod
+    def of(cls, r: ValidationRun) -> RunRefOut:
+        return cls(id=r.id, created_at=r.created_at, finished_at=r.finished_at, result=r.result)
+
+
+class ChangeEventOut(BaseModel):
+    """One fact transition across nodes of a pool (aggregator/timeline.py)."""
+
+    summary: str
+    fact: str
+    old: str | None
+    new: str | None
+    pool: str | None
+    nodes: list[str]
+    pool_nodes: int | None
+    started_at: datetime
+    ended_at: datetime
+    opened: list[FindingOut]
+    closed: list[FindingOut]
+    validations: list[RunRefOut]
+
+    @classmethod
+    def of(cls, e: ChangeEvent) -> ChangeEventOut:
+        return cls(
+            summary=e.summary,
+            fact=e.fact,
+            old=e.old,
+            new=e.new,
+            pool=e.pool,
+            nodes=list(e.nodes),
+            pool_nodes=e.pool_nodes,
+            started_at=e.started_at,
+            ended_at=e.ended_at,
+            opened=[FindingOut.of(f) for f in e.opened],
+            closed=[FindingOut.of(f) for f in e.closed],
+            validations=[RunRefOut.of(r) for r in e.validations],
         )
 
 

@@ -379,6 +379,27 @@ class Store:
             HistoryEntry(row.path, _reading(row.old), _reading(row.new), row.at) for row in rows
         ]
 
+    def fleet_history(
+        self, since: datetime, until: datetime, path_like: str | None = None, limit: int = 100_000
+    ) -> list[tuple[str, HistoryEntry]]:
+        """Every node's fact changes in [since, until], oldest first, at most ``limit``;
+        ``path_like`` is a SQL LIKE pattern (escape character backslash) on the path."""
+        c = _changes.c
+        stmt = (
+            select(c.node, c.path, c.old, c.new, c.at)
+            .where(c.at >= since, c.at <= until)
+            .order_by(c.at, c.id)
+            .limit(limit)
+        )
+        if path_like is not None:
+            stmt = stmt.where(c.path.like(path_like, escape="\\"))
+        with _errors("reading the fleet's history", self._engine), self._engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        return [
+            (row.node, HistoryEntry(row.path, _reading(row.old), _reading(row.new), row.at))
+            for row in rows
+        ]
+
     def prune(self, before: datetime, batch: int = 5000) -> dict[str, int]:
         """Delete what retention drops: history rows, closed findings and finished validation
         runs from before ``before``, and nodes removed before it (with all they kept). Open

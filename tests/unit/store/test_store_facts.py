@@ -271,3 +271,18 @@ def module_store(module_url):
     store = Store(module_url)
     yield store
     store.close()
+
+
+def test_fleet_history_is_every_nodes_changes_in_the_window_oldest_first(store):
+    vbios = "gpus[0].vbios_version"
+    store.apply([_added("a", {vbios: OLD}), _added("b", {vbios: OLD})])
+    store.apply([NodeUpdate("b", at(20), (Change(vbios, OLD, NEW),))])
+    store.apply([NodeUpdate("a", at(10), (Change(vbios, OLD, NEW),))])
+    store.apply([NodeUpdate("a", at(30), (Change("host.kernel", None, NEW),))])
+    got = store.fleet_history(at(5), at(25))
+    assert [(node, e.path, e.at) for node, e in got] == [("a", vbios, at(10)), ("b", vbios, at(20))]
+    # LIKE with `_` escaped: "gpus[%].vbios\_version%" must not match "gpus[0].vbiosXversion".
+    store.apply([NodeUpdate("a", at(12), (Change("gpus[0].vbiosXversion", None, NEW),))])
+    like = store.fleet_history(at(1), at(40), "gpus[%].vbios\\_version%")
+    assert [e.path for _, e in like] == [vbios, vbios]
+    assert len(store.fleet_history(at(0), at(40), limit=1)) == 1
