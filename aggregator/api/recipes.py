@@ -1,12 +1,14 @@
-"""Routes over recipes: resolve by criteria or from a node's facts, and query one value."""
+"""Routes over recipes: resolve by criteria, from a node's facts or from an AICR snapshot, and
+query one value. `POST /v1/recipe` also takes AICR's own `RecipeCriteria` body."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from fastapi import APIRouter, Body, Query
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from plumb.aggregator.aicr import criteria_from_recipe_criteria, resolve_snapshot
 from plumb.aggregator.api.nodes import CoreDep
 from plumb.aggregator.core import Core
 from plumb.aggregator.recipes import Criteria, Resolution, select
@@ -33,23 +35,59 @@ class CriteriaIn(BaseModel):
 
 
 class RecipeRequest(BaseModel):
-    """Resolve for explicit criteria, or for a node from its live facts: exactly one."""
+    """Resolve for explicit criteria, for a node from its live facts, or for an AICR Snapshot
+    (its criteria, each of `criteria` other than `any` overriding them): one source."""
 
     model_config = ConfigDict(extra="forbid")
 
     criteria: CriteriaIn | None = None
     node: str | None = Field(default=None, max_length=253)
+    snapshot: dict[str, Any] | None = Field(
+        default=None, description="an AICR Snapshot document (kind: Snapshot), as JSON"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> RecipeRequest:
-        if (self.criteria is None) == (self.node is None):
-            raise ValueError("give exactly one of `criteria` or `node`")
+        given = sum(x is not None for x in (self.criteria, self.node, self.snapshot))
+        if given != 1 and not (given == 2 and self.criteria and self.snapshot):
+            raise ValueError(
+                "give exactly one of `criteria`, `node` or `snapshot` (or `snapshot` with"
+                " `criteria` overriding it)"
+            )
         return self
 
 
-def _resolve(core: Core, request: RecipeRequest) -> Resolution:
+class RecipeCriteriaIn(BaseModel):
+    """NVIDIA AICR's RecipeCriteria body (`aicr recipe -c`, AICR's `POST /v1/recipe`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(max_length=64, examples=["RecipeCriteria"])
+    apiVersion: str | None = Field(default=None, max_length=64, examples=["aicr.run/v1alpha2"])
+    metadata: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = None
+
+
+def _body_kind(body: Any) -> str:
+    """AICR documents carry `kind`; Plumb's own body never does."""
+    return "aicr" if isinstance(body, dict) and "kind" in body else "plumb"
+
+
+RecipeBody = Annotated[
+    Annotated[RecipeRequest, Tag("plumb")] | Annotated[RecipeCriteriaIn, Tag("aicr")],
+    Discriminator(_body_kind),
+]
+
+
+def _resolve(core: Core, request: RecipeRequest | RecipeCriteriaIn) -> Resolution:
+    if isinstance(request, RecipeCriteriaIn):
+        spec = criteria_from_recipe_criteria(request.model_dump(exclude_none=True))
+        return core.recipes.resolve(Criteria(**spec))
     if request.node is not None:
         return core.recipe_for_node(request.node)
+    if request.snapshot is not None:
+        overrides = request.criteria.model_dump() if request.criteria else {}
+        return resolve_snapshot(core.recipes, request.snapshot, overrides)
     assert request.criteria is not None
     return core.recipes.resolve(request.criteria.criteria())
 
@@ -61,8 +99,9 @@ async def get_recipe(core: CoreDep, criteria: Annotated[CriteriaIn, Query()]) ->
 
 
 @router.post("/recipe")
-async def post_recipe(core: CoreDep, request: RecipeRequest) -> dict[str, Any]:
-    """The recipe for `criteria`, or for `node` from its live facts."""
+async def post_recipe(core: CoreDep, request: Annotated[RecipeBody, Body()]) -> dict[str, Any]:
+    """The recipe for `criteria`, for `node` from its live facts, for an AICR `snapshot`, or
+    for an AICR RecipeCriteria body (`kind`, `apiVersion`, `metadata`, `spec`)."""
     return _resolve(core, request).to_dict()
 
 

@@ -1,18 +1,20 @@
-"""`plumb recipe` and `plumb query`: resolved recipes, by criteria or from a node's facts."""
+"""`plumb recipe` and `plumb query`: resolved recipes, by criteria, from a node's facts or
+from an AICR snapshot."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
-import yaml
 
 from plumb.aggregator.aicr import criteria_from_recipe_criteria
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err
 from plumb.aggregator.cli.output import emit
 from plumb.aggregator.cli.render import recipe_tables
 from plumb.aggregator.errors import STATUS, PlumbError
+from plumb.aggregator.untrusted import load_yaml
 
 Node = Annotated[str | None, typer.Option(help="resolve from this node's live facts")]
 Service = Annotated[str, typer.Option(help="eks, gke, aks, oke, kind, on-prem … or any")]
@@ -32,23 +34,54 @@ CriteriaFile = Annotated[
         help="an AICR RecipeCriteria file (YAML or JSON); flags other than `any` override it",
     ),
 ]
+SnapshotFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--snapshot",
+        "-s",
+        exists=True,
+        dir_okay=False,
+        help="an AICR Snapshot (YAML or JSON): resolve for the criteria it implies, as "
+        "`aicr recipe -s` does; flags other than `any` override them",
+    ),
+]
+
+
+def _document(path: Path) -> Any:
+    """A YAML or JSON file from the user, read within the bounds of untrusted input; exit 2
+    naming what is wrong."""
+    try:
+        return load_yaml(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"cannot read {path}: {exc}")
+        raise typer.Exit(STATUS["invalid_input"][2]) from exc
+    except PlumbError as exc:
+        _refuse(path, exc)
+
+
+def _refuse(path: Path, exc: PlumbError) -> NoReturn:
+    err.print(f"{path}: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+    raise typer.Exit(STATUS[exc.code][2]) from exc
 
 
 def _criteria_file(path: Path) -> dict[str, Any]:
     """The criteria in an AICR RecipeCriteria file; exit 2 naming what is wrong."""
     try:
-        return criteria_from_recipe_criteria(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError) as exc:
-        err.print(f"cannot read {path}: {exc}")
-        raise typer.Exit(STATUS["invalid_input"][2]) from exc
+        return criteria_from_recipe_criteria(_document(path))
     except PlumbError as exc:
-        err.print(f"{path}: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
-        raise typer.Exit(STATUS[exc.code][2]) from exc
+        _refuse(path, exc)
 
 
-def _fetch(server: str, node: str | None, criteria: dict[str, Any]) -> dict[str, Any]:
+def _fetch(
+    server: str, node: str | None, snapshot: Path | None, criteria: dict[str, Any]
+) -> dict[str, Any]:
     if node:
         return api_json(server, f"/v1/nodes/{node}/recipe")
+    if snapshot:
+        # YAML timestamps and the like become text: the body is JSON.
+        doc = json.loads(json.dumps(_document(snapshot), default=str))
+        body = {"snapshot": doc, "criteria": criteria}
+        return api_json(server, "/v1/recipe", method="POST", body=body)
     return api_json(server, "/v1/recipe", params=criteria)
 
 
@@ -62,13 +95,18 @@ def recipe(
     intent: Intent = "any",
     platform: Platform = "any",
     criteria_file: CriteriaFile = None,
+    snapshot: SnapshotFile = None,
     output: OutputOpt = Output.table,
 ) -> None:
-    """The recipe for criteria (flags or an AICR criteria file), or for --node's live facts."""
+    """The recipe for criteria (flags, an AICR criteria file or an AICR snapshot), or for
+    --node's live facts."""
+    if sum(x is not None for x in (node, criteria_file, snapshot)) > 1:
+        err.print("give at most one of --node, --criteria and --snapshot")
+        raise typer.Exit(STATUS["invalid_input"][2])
     flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
     criteria: dict[str, Any] = _criteria_file(criteria_file) if criteria_file else {}
     criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
-    emit(_fetch(server, node, criteria), output, recipe_tables)
+    emit(_fetch(server, node, snapshot, criteria), output, recipe_tables)
 
 
 @app.command()

@@ -78,7 +78,7 @@ def test_exit_codes_scripts_can_use(aggregator, start_agent, tmp_path: Path) -> 
     assert down.returncode == 5 and "cannot reach the aggregator" in down.stderr
 
 
-def test_snapshot_writes_aicr_snapshots(aggregator, start_agent) -> None:
+def test_snapshot_writes_aicr_snapshots(aggregator, start_agent, tmp_path: Path) -> None:
     drifted_fleet(aggregator, start_agent)
     one = plumb(aggregator, "snapshot", "--format", "aicr", "--node", "h100-b")
     assert one.returncode == 0, one.stderr
@@ -96,6 +96,20 @@ def test_snapshot_writes_aicr_snapshots(aggregator, start_agent) -> None:
     assert sorted(d["metadata"]["source-node"] for d in every) == ["a100-a", "h100-a", "h100-b"]
     as_json = json.loads(plumb(aggregator, "snapshot", "--format", "aicr", "-o", "json").stdout)
     assert len(as_json) == 3
+
+    # Read back, Plumb's own AICR snapshot resolves as the node did.
+    saved = tmp_path / "h100-b.yaml"
+    saved.write_text(one.stdout)
+    back = json.loads(plumb(aggregator, "recipe", "--snapshot", str(saved), "-o", "json").stdout)
+    assert back["criteria"] == aggregator.json("/v1/nodes/h100-b/recipe")["criteria"]
+    hostile = tmp_path / "laughs.yaml"
+    hostile.write_text(
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"l{n}: &l{n} [{', '.join(['*' + ('a' if n == 1 else f'l{n - 1}')] * 10)}]\n"
+                  for n in range(1, 9))
+    )  # fmt: skip
+    refused = plumb(aggregator, "recipe", "--snapshot", str(hostile))
+    assert refused.returncode == 2 and "laughs.yaml" in refused.stderr
 
     plain = yaml.safe_load(plumb(aggregator, "snapshot", "--node", "h100-a").stdout)
     assert [n["name"] for n in plain["nodes"]] == ["h100-a"]

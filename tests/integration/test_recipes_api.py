@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,6 +53,48 @@ def test_post_recipe_needs_exactly_one_of_criteria_or_node(aggregator):
     resp = httpx.post(f"{aggregator.url}/v1/recipe", json={})
     assert resp.status_code == 400
     assert "exactly one" in resp.json()["message"]
+
+
+AICR = Path(__file__).parents[1] / "data" / "real" / "aicr"
+
+
+def test_post_recipe_takes_aicrs_recipe_criteria_body(aggregator):
+    # AICR's own criteria.json (tests/data/real/aicr): gke / a100 / ubuntu / inference.
+    body = json.loads((AICR / "criteria.json").read_text())
+    posted = httpx.post(f"{aggregator.url}/v1/recipe", json=body)
+    assert posted.status_code == 200, posted.text
+    got = aggregator.json(
+        "/v1/recipe", service="gke", accelerator="a100", os="ubuntu", intent="inference"
+    )
+    assert posted.json()["content_hash"] == got["content_hash"]
+    for name, says in [
+        ("invalid-kind.yaml", "expected kind RecipeCriteria"),
+        ("invalid-version.yaml", "unsupported apiVersion"),
+        ("invalid-enum.yaml", "unknown service 'invalid-service'"),
+    ]:
+        bad = httpx.post(
+            f"{aggregator.url}/v1/recipe", json=yaml.safe_load((AICR / name).read_text())
+        )
+        assert bad.status_code == 400, name
+        assert bad.json()["code"] == "invalid_input" and says in bad.json()["message"]
+        assert bad.json()["hint"]
+
+
+def test_post_recipe_resolves_an_aicr_snapshot(aggregator):
+    # The real EKS H100 snapshot: eks / h100 / ubuntu; the training intent comes from the caller.
+    doc = yaml.safe_load((AICR / "cns_snapshot_h100.yaml").read_text())
+    body = {"snapshot": doc, "criteria": {"intent": "training"}}
+    posted = httpx.post(f"{aggregator.url}/v1/recipe", json=body).json()
+    assert posted["criteria"] == {
+        "service": "eks",
+        "accelerator": "h100",
+        "os": "ubuntu",
+        "intent": "training",
+        "platform": "any",
+        "nodes": 0,
+    }
+    wrong = httpx.post(f"{aggregator.url}/v1/recipe", json={"snapshot": {"kind": "Pod"}})
+    assert wrong.status_code == 400 and "expected kind Snapshot" in wrong.json()["message"]
 
 
 def test_query_selects_one_value(aggregator):

@@ -1,44 +1,39 @@
-"""NVIDIA AICR interoperability: Plumb's facts as AICR Snapshots, AICR criteria files as ours.
+"""Plumb's facts as an NVIDIA AICR Snapshot, the document `aicr snapshot` writes.
 
-Teams that already run AICR (`aicr snapshot`, `aicr recipe -c`) can point their tooling at
-Plumb: `snapshot` writes one node's live facts in AICR's Snapshot shape (kind Snapshot,
-measurements K8s / GPU / OS / NodeTopology, each a list of subtypes with scalar `data`), and
-`criteria_from_recipe_criteria` reads AICR's `RecipeCriteria` document into Plumb criteria.
+Teams that already run AICR can point their tooling at Plumb: `snapshot` writes one node's live
+facts in AICR's Snapshot shape (kind Snapshot; measurements K8s, GPU, OS, SystemD,
+NodeTopology, each a list of subtypes with scalar `data`), with AICR's key names and
+nvidia-smi's / systemd's spellings of values (`Enabled`, `Hopper`, `HMM`, `active`).
 
 What Plumb does not collect is left out rather than invented: `K8s.image`, `K8s.policy`,
-`OS.grub`, `OS.kmod`, `SystemD.*`, `NodeTopology.taint/label`. `K8s.server.version` is the
-node's kubelet version, the version Plumb's own `k8s.version` constraints read. Beside AICR's
-`GPU.hardware` and `GPU.smi` (first GPU only, as AICR did), `GPU.devices` carries one item per
-GPU, which AICR's item entries allow and AICR itself never collected.
+`NodeTopology.taint/label`, most os-release keys, most of each unit's D-Bus properties, and
+every sysctl outside Plumb's documented subset (agent/collect/kernel.py). `K8s.server.version`
+is the node's kubelet version, the version Plumb's own `k8s.version` constraints read. Beside
+AICR's `GPU.hardware` and `GPU.smi` (first GPU only, as AICR did), `GPU.devices` carries one
+item per GPU, which AICR's item entries allow and AICR itself never collected.
+tests/unit/aicr/test_aicr_real_snapshot.py compares the key sets with a real snapshot.
 
 Pure: no I/O, no transport; the core passes facts in and serialises what comes out.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from plumb.aggregator.errors import InvalidInput
 from plumb.aggregator.state.views import gpu_views
 from plumb.facts import Reading
 
-__all__ = [
-    "API_VERSION",
-    "CRITERIA_KINDS",
-    "criteria_from_recipe_criteria",
-    "snapshot",
-]
+__all__ = ["API_VERSION", "snapshot"]
 
 API_VERSION = "aicr.run/v1alpha2"
-# Both the current group and the one AICR v0.11 wrote, so older files still load.
-_API_VERSIONS = ("aicr.run/v1alpha2", "aicr.nvidia.com/v1alpha1")
-CRITERIA_KINDS = ("service", "accelerator", "os", "intent", "platform")
-# AICR's aliases (pkg/recipe/criteria.go): `gpu` for accelerator, self-managed services as any.
-_SERVICE_ALIASES = {"self-managed": "any", "self": "any", "vanilla": "any", "": "any"}
-_OS_ALIASES = {"al2": "amazonlinux", "al2023": "amazonlinux", "": "any"}
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "amd64": "amd64", "arm64": "arm64"}
+# NVML's architecture names as nvidia-smi spells them where capitalising is not enough.
+_ARCH_NAMES = {"ada": "Ada Lovelace"}
+_ADDRESSING = {"hmm": "HMM", "ats": "ATS", "none": "None"}
+_ROW = re.compile(r"^(.+)\[(\d+)\]\.([^.\[\]]+)$")
 
 Scalar = str | int | float | bool
 
@@ -141,9 +136,11 @@ def snapshot(
                     "cuda-version": _ok(facts, "driver.cuda_driver_version"),
                     "gpu-count": len(gpus),
                     "gpu.model": first.get("name"),
-                    "gpu.product-architecture": first.get("architecture"),
+                    "gpu.product-architecture": _architecture(first.get("architecture")),
                     "gpu.persistence-mode": _on_off(first.get("persistence_mode")),
+                    "gpu.addressing-mode": _ADDRESSING.get(str(first.get("addressing_mode"))),
                     "gpu.vbios-version": first.get("vbios_version"),
+                    "gpu.gsp-firmware-version": first.get("gsp_firmware_version"),
                 }
             ),
         ),
@@ -159,24 +156,17 @@ def snapshot(
                 ],
             )
         )
-    os_release = _data(
-        ID=_ok(facts, "host.os_id"),
-        VERSION_ID=_ok(facts, "host.os_version_id"),
-        PRETTY_NAME=pretty,
-    )
-    os_subtypes = [_subtype("release", os_release)]
-    if kernel is not None:
-        # What AICR's `OS.sysctl./proc/sys/kernel/osrelease >= 6.8` constraints read.
-        os_subtypes.append(_subtype("sysctl", {"/proc/sys/kernel/osrelease": kernel}))
     measurements = [
         {"type": "K8s", "subtypes": k8s},
         {"type": "GPU", "subtypes": gpu},
-        {"type": "OS", "subtypes": os_subtypes},
-        {
-            "type": "NodeTopology",
-            "subtypes": [_subtype("summary", {"node-count": node_count})],
-        },
+        {"type": "OS", "subtypes": _os(facts, pretty, kernel)},
     ]
+    units = _rows(facts, "host.systemd_units")
+    if units:
+        measurements.append({"type": "SystemD", "subtypes": [_unit(u) for u in units]})
+    measurements.append(
+        {"type": "NodeTopology", "subtypes": [_subtype("summary", {"node-count": node_count})]}
+    )
     return {
         "apiVersion": API_VERSION,
         "kind": "Snapshot",
@@ -184,10 +174,82 @@ def snapshot(
             "timestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "version": version,
             "source-node": node,
-            "source": "plumb",
+            # What AICR's predecessor (and AICR before source-node) named the node.
+            "source": node,
         },
         "measurements": measurements,
     }
+
+
+def _rows(facts: Mapping[str, Reading], prefix: str) -> list[dict[str, Scalar]]:
+    """The ok leaves of each `prefix[i].leaf` fact, by index."""
+    rows: dict[int, dict[str, Scalar]] = {}
+    for path, reading in facts.items():
+        if not path.startswith(prefix) or reading.status != "ok" or reading.value is None:
+            continue
+        match = _ROW.match(path)
+        if match and match.group(1) == prefix:
+            rows.setdefault(int(match.group(2)), {})[match.group(3)] = reading.value
+    return [rows[i] for i in sorted(rows)]
+
+
+def _os(facts: Mapping[str, Reading], pretty: Scalar | None, kernel: Scalar | None) -> list:
+    """OS.release, and OS.grub, OS.kmod and OS.sysctl where the node reported them."""
+    out = [
+        _subtype(
+            "release",
+            _data(
+                ID=_ok(facts, "host.os_id"),
+                VERSION_ID=_ok(facts, "host.os_version_id"),
+                PRETTY_NAME=pretty,
+            ),
+        )
+    ]
+    cmdline = _ok(facts, "host.kernel_cmdline")
+    if isinstance(cmdline, str):
+        # AICR's tokens: `key=value`, a bare flag as "", the root device left out.
+        tokens = (t.partition("=") for t in cmdline.split())
+        grub = {k: v for k, _, v in tokens if k != "root"}
+        out.append(_subtype("grub", dict(sorted(grub.items()))))
+    modules = _ok(facts, "host.kernel_modules")
+    if isinstance(modules, str):
+        out.append(_subtype("kmod", dict.fromkeys(sorted(modules.split()), True)))
+    sysctl: dict[str, Scalar] = {}
+    if kernel is not None:
+        # What AICR's `OS.sysctl./proc/sys/kernel/osrelease >= 6.8` constraints read.
+        sysctl["/proc/sys/kernel/osrelease"] = kernel
+    for row in _rows(facts, "host.sysctls"):
+        if "name" in row and "value" in row:
+            sysctl["/proc/sys/" + str(row["name"]).replace(".", "/")] = str(row["value"])
+    if sysctl:
+        out.append(_subtype("sysctl", dict(sorted(sysctl.items()))))
+    return out
+
+
+def _unit(row: Mapping[str, Scalar]) -> dict[str, Any]:
+    """A systemd unit as AICR's SystemD subtype: the D-Bus properties Plumb's files tell.
+
+    A unit without a unit file is systemd's `not-found` (inactive, dead, empty paths); a unit
+    that is not running reads `inactive`, since a stopped and a failed unit look alike from
+    the files.
+    """
+    found = "fragment_path" in row
+    running = row.get("running") is True
+    data = {
+        "LoadState": "loaded" if found else "not-found",
+        "FragmentPath": row.get("fragment_path", ""),
+        "UnitFileState": row.get("unit_file_state", ""),
+        "ActiveState": "active" if running else "inactive",
+        "SubState": "running" if running else "dead",
+    }
+    return _subtype(str(row["name"]), dict(sorted(data.items())))
+
+
+def _architecture(name: Scalar | None) -> str | None:
+    if name is None or name == "unknown":
+        return None
+    text = str(name)
+    return _ARCH_NAMES.get(text, text.capitalize())
 
 
 def _on_off(value: Scalar | None) -> str | None:
@@ -195,52 +257,3 @@ def _on_off(value: Scalar | None) -> str | None:
     if value is None:
         return None
     return "Enabled" if value else "Disabled"
-
-
-def criteria_from_recipe_criteria(doc: object) -> dict[str, str | int]:
-    """Plumb criteria from an AICR `RecipeCriteria` document (already parsed from YAML/JSON).
-
-    Accepts `spec.gpu` for `spec.accelerator` and AICR's aliases; unset dimensions are `any`.
-    Raises InvalidInput naming what is wrong; unknown values are left to the resolver,
-    which names the allowed ones.
-    """
-    if not isinstance(doc, dict):
-        raise InvalidInput("a RecipeCriteria file must be a YAML mapping")
-    if doc.get("kind") != "RecipeCriteria":
-        raise InvalidInput(
-            f"expected kind RecipeCriteria, got {doc.get('kind')!r}",
-            hint="an AICR criteria file starts with `kind: RecipeCriteria`",
-        )
-    api_version = doc.get("apiVersion")
-    if api_version is not None and api_version not in _API_VERSIONS:
-        raise InvalidInput(
-            f"unsupported apiVersion {api_version!r}", hint=f"one of {', '.join(_API_VERSIONS)}"
-        )
-    spec = doc.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise InvalidInput("RecipeCriteria spec must be a mapping")
-    spec = dict(spec)
-    if "gpu" in spec:
-        if "accelerator" in spec and spec["accelerator"] != spec["gpu"]:
-            raise InvalidInput("spec.gpu and spec.accelerator disagree; give one")
-        spec["accelerator"] = spec.pop("gpu")
-    unknown = sorted(set(spec) - {*CRITERIA_KINDS, "nodes"})
-    if unknown:
-        raise InvalidInput(
-            f"unknown RecipeCriteria field(s): {', '.join('spec.' + k for k in unknown)}",
-            hint=f"known: {', '.join(CRITERIA_KINDS)}, nodes",
-        )
-    out: dict[str, str | int] = {}
-    for key in CRITERIA_KINDS:
-        value = spec.get(key)
-        text = "" if value is None else str(value).strip().lower()
-        if key == "service":
-            text = _SERVICE_ALIASES.get(text, text)
-        elif key == "os":
-            text = _OS_ALIASES.get(text, text)
-        out[key] = text or "any"
-    nodes = spec.get("nodes", 0) or 0
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 0:
-        raise InvalidInput(f"spec.nodes must be a whole number >= 0, got {nodes!r}")
-    out["nodes"] = nodes
-    return out
