@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 
-from plumb.aggregator.recipes import Criteria, resolve
+from plumb.aggregator.recipes import Criteria, load_catalog, resolve
+from plumb.aggregator.recipes.catalog import default_root
 from plumb.facts import Reading
 
 EKS_H100 = Criteria(service="eks", accelerator="h100", os="ubuntu", intent="training")
@@ -92,3 +94,22 @@ def test_findings_cite_a_knowledge_source(catalog, make_facts):
 
 def test_no_facts_no_findings(catalog):
     assert resolve(catalog, EKS_H100).findings == ()
+
+
+def test_a_findings_texts_are_drift_yamls_filled_from_the_node(tmp_path, make_facts):
+    # The texts live in recipes/drift.yaml (knowledge.cases); editing them edits the finding.
+    root = tmp_path / "recipes"
+    shutil.copytree(default_root(), root)
+    drift = root / "drift.yaml"
+    old = "remediation: install and start nvidia-fabricmanager {driver}, the driver's exact version"
+    text = drift.read_text()
+    assert old in text
+    drift.write_text(text.replace(old, "remediation: pin nvidia-fabricmanager to {driver}"))
+    _, found = rules(load_catalog(root), make_facts(fabric_manager="580.126.20"))
+    (fm,) = [f for f in found if f.rule == "fabric-manager"]
+    assert (
+        fm.message
+        == "fabric manager 580.126.20 differs from driver 580.173.02: it refuses to start"
+    )
+    assert fm.remediation == "pin nvidia-fabricmanager to 580.173.02"
+    assert fm.source == "https://github.com/NVIDIA/gpu-operator/issues/544"
