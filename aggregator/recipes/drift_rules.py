@@ -175,6 +175,8 @@ class KnowledgeRules(_Strict):
     cases: KnowledgeCases
     # The node's own facts that show an NVSwitch fabric; fabric-manager rules apply only then.
     fabric_evidence: Check
+    # A fabric trained on every GPU: fabric manager ran, so not seeing it is no fault.
+    fabric_trained: Check
 
 
 class OwnerRule(_Strict):

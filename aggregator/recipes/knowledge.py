@@ -5,9 +5,10 @@ finding's ``source`` is the table's source, never a claim made in code. How bad 
 and what its finding says (message, remediation, and the source of a rule that reads no row)
 come from ``recipes/drift.yaml`` (``knowledge.cases``), filled from the node and the row. A
 rule that lacks the facts it needs stays silent; missing facts are reported by the
-constraints instead. Rules about
-hardware a node may or may not have (NVSwitch, fabric manager) apply only where the node's
-own facts show it (``knowledge.fabric_evidence``), never because of the GPU model alone.
+constraints instead. Rules about hardware a node may or may not have (NVSwitch, fabric
+manager) apply only where the node's own facts show it (``knowledge.fabric_evidence``), never
+because of the GPU model alone; a fabric that finished training shows that fabric manager ran,
+even where the host does not show it (``knowledge.fabric_trained``).
 """
 
 from __future__ import annotations
@@ -140,14 +141,14 @@ def _branch_lifecycle(catalog: Catalog, driver: Version, as_of: dt.date) -> Iter
 
 
 def _fabric_manager(catalog: Catalog, view: NodeView, driver: Version) -> Iterator[Finding]:
-    """Fabric manager is missing, or its version differs from the driver, on a node whose own
-    facts show an NVSwitch fabric."""
+    """Fabric manager is missing where the node's own facts show an NVSwitch fabric that has
+    not finished training, or its version differs from the driver."""
     rules = catalog.drift.knowledge
     evidence = evaluate(rules.fabric_evidence, view)
     if evidence.status != "pass":
         return
     fm = view.one("fabric_manager.version")
-    if fm is None:
+    if fm is None and evaluate(rules.fabric_trained, view).status != "pass":
         yield _finding(
             "fabric-manager",
             rules.cases.fabric_manager_missing,
@@ -155,7 +156,7 @@ def _fabric_manager(catalog: Catalog, view: NodeView, driver: Version) -> Iterat
             status=view.status("fabric_manager.version"),
             driver=driver.text,
         )
-    elif fm.strip() != driver.text:
+    elif fm is not None and fm.strip() != driver.text:
         yield _finding(
             "fabric-manager",
             rules.cases.fabric_manager_mismatch,
