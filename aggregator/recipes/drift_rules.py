@@ -127,6 +127,7 @@ CASE_FIELDS: dict[str, tuple[frozenset[str], bool]] = {
     "gpu_below_minimum": (frozenset({"model", "min_driver", "driver"}), True),
     "branch_past_eol": (frozenset({"branch", "driver", "when"}), True),
     "branch_new_feature": (frozenset({"branch", "driver"}), True),
+    "branch_unlisted_past_eol": (frozenset({"branch", "driver", "long_term", "when"}), False),
     "fabric_manager_missing": (frozenset({"evidence", "status", "driver"}), False),
     "fabric_manager_mismatch": (frozenset({"fabric_manager", "driver"}), False),
     "kernel_module_mismatch": (frozenset({"module", "driver"}), False),
@@ -145,6 +146,7 @@ class KnowledgeCases(_Strict):
     gpu_below_minimum: KnowledgeCase
     branch_past_eol: KnowledgeCase
     branch_new_feature: KnowledgeCase
+    branch_unlisted_past_eol: KnowledgeCase
     fabric_manager_missing: KnowledgeCase
     fabric_manager_mismatch: KnowledgeCase
     kernel_module_mismatch: KnowledgeCase

@@ -22,6 +22,7 @@ from plumb.aggregator.recipes.catalog import Catalog
 from plumb.aggregator.recipes.checks import evaluate
 from plumb.aggregator.recipes.drift_rules import KnowledgeCase
 from plumb.aggregator.recipes.node import NodeView
+from plumb.aggregator.recipes.schema import DriverBranchRow
 from plumb.aggregator.recipes.versions import Version, parse_version
 
 __all__ = ["Finding", "findings"]
@@ -115,20 +116,38 @@ def _gpu_minimum(catalog: Catalog, view: NodeView, driver: Version) -> Iterator[
 
 
 def _branch_lifecycle(catalog: Catalog, driver: Version, as_of: dt.date) -> Iterator[Finding]:
-    """The driver branch is past end of life, or a short-lived new-feature branch."""
+    """The driver branch is past end of life, or a short-lived new-feature branch.
+
+    A branch the table does not list is past end of life when it is older than a listed
+    long-term branch that is: no branch is supported longer than a long-term one, and branches
+    are numbered in release order.
+    """
     row = catalog.branches.get(driver.branch)
     cases = catalog.drift.knowledge.cases
     if row is None:
-        return
-    if row.eol == "past" or (row.eol is not None and as_of.strftime("%Y-%m") > row.eol):
-        when = "" if row.eol == "past" else f" ({row.eol})"
+        ended = [
+            r
+            for r in catalog.branches.values()
+            if r.type == "long_term" and int(r.branch) > int(driver.branch) and _ended(r, as_of)
+        ]
+        if ended:
+            nearest = min(ended, key=lambda r: int(r.branch))
+            yield _finding(
+                "driver-branch-eol",
+                cases.branch_unlisted_past_eol,
+                branch=driver.branch,
+                driver=driver.text,
+                long_term=nearest.branch,
+                when=_when(nearest),
+            )
+    elif _ended(row, as_of):
         yield _finding(
             "driver-branch-eol",
             cases.branch_past_eol,
             row.source,
             branch=row.branch,
             driver=driver.text,
-            when=when,
+            when=_when(row),
         )
     elif row.type == "new_feature":
         yield _finding(
@@ -138,6 +157,15 @@ def _branch_lifecycle(catalog: Catalog, driver: Version, as_of: dt.date) -> Iter
             branch=row.branch,
             driver=driver.text,
         )
+
+
+def _ended(row: DriverBranchRow, as_of: dt.date) -> bool:
+    return row.eol == "past" or (row.eol is not None and as_of.strftime("%Y-%m") > row.eol)
+
+
+def _when(row: DriverBranchRow) -> str:
+    """`` (YYYY-MM)`` where the table dates the end of life, else empty."""
+    return "" if row.eol == "past" or row.eol is None else f" ({row.eol})"
 
 
 def _fabric_manager(catalog: Catalog, view: NodeView, driver: Version) -> Iterator[Finding]:

@@ -51,6 +51,22 @@ def test_driver_branch_past_end_of_life_is_critical(catalog, make_facts):
     assert not any(rule == "driver-branch-eol" for rule, _ in rules(catalog, make_facts())[0])
 
 
+def test_a_branch_the_table_does_not_list_is_judged_by_the_long_term_branches_after_it(
+    catalog, make_facts
+):
+    # R515 (telegraf_a10g.xml's 515.105.01) is not in driver_branches.yaml; it predates R535,
+    # a long-term branch that itself ended 2026-06, and no branch outlives a long-term one.
+    _, found = rules(catalog, make_facts(driver="515.105.01", fabric_manager=None))
+    (eol,) = [f for f in found if f.rule == "driver-branch-eol"]
+    assert eol.severity == "critical"
+    assert "R515 of 515.105.01 is past end of life" in eol.message and "R535" in eol.message
+    assert eol.source == "https://docs.nvidia.com/datacenter/tesla/drivers/driver-lifecycle.html"
+    # An unlisted branch after every ended long-term branch (the only long-term branch after
+    # R600 is R620, supported to 2029-09) is not known to have ended: no lifecycle finding.
+    fired, _ = rules(catalog, make_facts(driver="600.10.01", fabric_manager=None))
+    assert not any(rule == "driver-branch-eol" for rule, _ in fired)
+
+
 def test_fabric_manager_missing_where_the_gpus_report_an_nvswitch_fabric(catalog, make_facts):
     facts = make_facts(fabric_manager=None)
     facts |= {f"gpus[{i}].fabric_state": Reading.ok("In Progress") for i in range(8)}
