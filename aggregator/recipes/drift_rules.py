@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from string import Formatter
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from plumb.aggregator.recipes.schema import Check
 
@@ -102,24 +103,82 @@ class HealthRules(_Strict):
     missing_gpus: MissingGpus
 
 
-class KnowledgeSeverities(_Strict):
-    """The severity of each case of the knowledge rules (aggregator/recipes/knowledge.py)."""
+class KnowledgeCase(_Strict):
+    """One case of a knowledge rule: how bad it is, and its finding's texts as templates."""
 
-    cuda_runtime_below_mvc: Severity
-    cuda_runtime_below_full: Severity
-    gpu_below_minimum: Severity
-    branch_past_eol: Severity
-    branch_new_feature: Severity
-    fabric_manager_missing: Severity
-    fabric_manager_mismatch: Severity
-    kernel_module_mismatch: Severity
-    unknown_gpu: Severity
+    severity: Severity
+    message: str
+    remediation: str
+    # Only where the rule reads no table row; a row's own source is cited otherwise.
+    source: str | None = None
+
+
+# Per case of the knowledge rules (aggregator/recipes/knowledge.py): the template names the
+# rule fills, and whether it cites the table row it read (else the case names its source).
+CASE_FIELDS: dict[str, tuple[frozenset[str], bool]] = {
+    "cuda_runtime_below_mvc": (
+        frozenset({"runtime", "driver", "min_driver_mvc", "min_driver_full"}),
+        True,
+    ),
+    "cuda_runtime_below_full": (
+        frozenset({"runtime", "driver", "min_driver_mvc", "min_driver_full"}),
+        True,
+    ),
+    "gpu_below_minimum": (frozenset({"model", "min_driver", "driver"}), True),
+    "branch_past_eol": (frozenset({"branch", "driver", "when"}), True),
+    "branch_new_feature": (frozenset({"branch", "driver"}), True),
+    "branch_unlisted_past_eol": (frozenset({"branch", "driver", "long_term", "when"}), False),
+    "fabric_manager_missing": (frozenset({"evidence", "status", "driver"}), False),
+    "fabric_manager_mismatch": (frozenset({"fabric_manager", "driver"}), False),
+    "kernel_module_mismatch": (frozenset({"module", "driver"}), False),
+    "unknown_gpu": (frozenset({"gpu"}), False),
+}
+
+
+def _placeholders(template: str) -> set[str]:
+    """The ``{name}`` fields of a str.format template; raises ValueError on a malformed one."""
+    return {name for _, name, _, _ in Formatter().parse(template) if name is not None}
+
+
+class KnowledgeCases(_Strict):
+    cuda_runtime_below_mvc: KnowledgeCase
+    cuda_runtime_below_full: KnowledgeCase
+    gpu_below_minimum: KnowledgeCase
+    branch_past_eol: KnowledgeCase
+    branch_new_feature: KnowledgeCase
+    branch_unlisted_past_eol: KnowledgeCase
+    fabric_manager_missing: KnowledgeCase
+    fabric_manager_mismatch: KnowledgeCase
+    kernel_module_mismatch: KnowledgeCase
+    unknown_gpu: KnowledgeCase
+
+    @field_validator("*")
+    @classmethod
+    def _fills(cls, case: KnowledgeCase, info: ValidationInfo) -> KnowledgeCase:
+        fields, from_row = CASE_FIELDS[str(info.field_name)]
+        for key in ("message", "remediation"):
+            try:
+                unknown = _placeholders(getattr(case, key)) - fields
+            except ValueError as exc:
+                raise ValueError(f"{key}: not a template ({exc})") from exc
+            if unknown:
+                raise ValueError(
+                    f"{key}: unknown placeholder {{{min(unknown)}}}; this case fills "
+                    + ", ".join(f"{{{f}}}" for f in sorted(fields))
+                )
+        if from_row and case.source is not None:
+            raise ValueError("source: this case cites the table row it read; give none")
+        if not from_row and not case.source:
+            raise ValueError("source: this case reads no table row, so it names its source")
+        return case
 
 
 class KnowledgeRules(_Strict):
-    severities: KnowledgeSeverities
+    cases: KnowledgeCases
     # The node's own facts that show an NVSwitch fabric; fabric-manager rules apply only then.
     fabric_evidence: Check
+    # A fabric trained on every GPU: fabric manager ran, so not seeing it is no fault.
+    fabric_trained: Check
 
 
 class OwnerRule(_Strict):

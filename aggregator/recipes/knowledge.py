@@ -2,10 +2,13 @@
 
 Each rule reads one table under ``recipes/knowledge/`` and cites the row it used, so a
 finding's ``source`` is the table's source, never a claim made in code. How bad each case is
-comes from ``recipes/drift.yaml`` (``knowledge.severities``). A rule that lacks the facts it
-needs stays silent; missing facts are reported by the constraints instead. Rules about
-hardware a node may or may not have (NVSwitch, fabric manager) apply only where the node's
-own facts show it (``knowledge.fabric_evidence``), never because of the GPU model alone.
+and what its finding says (message, remediation, and the source of a rule that reads no row)
+come from ``recipes/drift.yaml`` (``knowledge.cases``), filled from the node and the row. A
+rule that lacks the facts it needs stays silent; missing facts are reported by the
+constraints instead. Rules about hardware a node may or may not have (NVSwitch, fabric
+manager) apply only where the node's own facts show it (``knowledge.fabric_evidence``), never
+because of the GPU model alone; a fabric that finished training shows that fabric manager ran,
+even where the host does not show it (``knowledge.fabric_trained``).
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from typing import Literal
 
 from plumb.aggregator.recipes.catalog import Catalog
 from plumb.aggregator.recipes.checks import evaluate
+from plumb.aggregator.recipes.drift_rules import KnowledgeCase
 from plumb.aggregator.recipes.node import NodeView
+from plumb.aggregator.recipes.schema import DriverBranchRow
 from plumb.aggregator.recipes.versions import Version, parse_version
 
 __all__ = ["Finding", "findings"]
 
 Severity = Literal["critical", "warning", "info"]
 _RANK = {"critical": 0, "warning": 1, "info": 2}
-_CATALOG_SOURCE = "recipes/knowledge/gpus.yaml (the GPU catalog)"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,21 @@ class Finding:
         return asdict(self)
 
 
+def _finding(
+    rule: str, case: KnowledgeCase, row_source: str | None = None, **fields: str
+) -> Finding:
+    """The finding of ``case`` with its templates filled; the row's source where it read one."""
+    source = row_source if row_source is not None else case.source
+    assert source is not None  # drift_rules checks that a rowless case names its source
+    return Finding(
+        rule,
+        case.severity,
+        case.message.format(**fields),
+        case.remediation.format(**fields),
+        source,
+    )
+
+
 def findings(catalog: Catalog, view: NodeView, as_of: dt.date) -> tuple[Finding, ...]:
     """Every finding the knowledge rules produce for ``view``, most severe first."""
     driver = parse_version(view.one("driver.version") or "")
@@ -61,7 +80,7 @@ def findings(catalog: Catalog, view: NodeView, as_of: dt.date) -> tuple[Finding,
 
 def _cuda_runtime(catalog: Catalog, view: NodeView, driver: Version) -> Iterator[Finding]:
     """The driver is too old for a CUDA runtime found on the node."""
-    severity = catalog.drift.knowledge.severities
+    cases = catalog.drift.knowledge.cases
     for text in view.get("cuda.runtime_version"):
         runtime = parse_version(text)
         row = catalog.cuda_driver.get(runtime.major_minor) if runtime else None
@@ -69,25 +88,16 @@ def _cuda_runtime(catalog: Catalog, view: NodeView, driver: Version) -> Iterator
             continue
         need_mvc, need_full = parse_version(row.min_driver_mvc), parse_version(row.min_driver_full)
         assert need_mvc is not None and need_full is not None
-        if driver < need_mvc and driver < need_full:
-            yield Finding(
+        if driver < need_full:
+            below_mvc = driver < need_mvc
+            yield _finding(
                 "cuda-runtime-driver",
-                severity.cuda_runtime_below_mvc,
-                f"CUDA runtime {text} needs driver >= {row.min_driver_mvc} even under minor-version"
-                f" compatibility; node has {driver.text}",
-                f"upgrade the driver to >= {row.min_driver_full}, or use the cuda-compat "
-                "forward-compatibility package (data-center GPUs only)",
+                cases.cuda_runtime_below_mvc if below_mvc else cases.cuda_runtime_below_full,
                 row.source,
-            )
-        elif driver < need_full:
-            yield Finding(
-                "cuda-runtime-driver",
-                severity.cuda_runtime_below_full,
-                f"CUDA runtime {text} needs driver >= {row.min_driver_full} for its full feature"
-                f" set; node has {driver.text} (minor-version compatibility only: PTX JIT of"
-                " newer code fails)",
-                f"upgrade the driver to >= {row.min_driver_full}, or ship SASS for the GPU",
-                row.source,
+                runtime=text,
+                driver=driver.text,
+                min_driver_mvc=row.min_driver_mvc,
+                min_driver_full=row.min_driver_full,
             )
 
 
@@ -95,68 +105,91 @@ def _gpu_minimum(catalog: Catalog, view: NodeView, driver: Version) -> Iterator[
     """The driver is below the GPU's minimum."""
     for row in catalog.gpus:
         if row.model in view.get("gpu.model") and driver < parse_version(row.min_driver):  # type: ignore[operator]
-            yield Finding(
+            yield _finding(
                 "gpu-minimum-driver",
-                catalog.drift.knowledge.severities.gpu_below_minimum,
-                f"{row.model} needs driver >= {row.min_driver}; node has {driver.text}",
-                f"upgrade the driver to >= {row.min_driver}",
+                catalog.drift.knowledge.cases.gpu_below_minimum,
                 row.source,
+                model=row.model,
+                min_driver=row.min_driver,
+                driver=driver.text,
             )
 
 
 def _branch_lifecycle(catalog: Catalog, driver: Version, as_of: dt.date) -> Iterator[Finding]:
-    """The driver branch is past end of life, or a short-lived new-feature branch."""
+    """The driver branch is past end of life, or a short-lived new-feature branch.
+
+    A branch the table does not list is past end of life when it is older than a listed
+    long-term branch that is: no branch is supported longer than a long-term one, and branches
+    are numbered in release order.
+    """
     row = catalog.branches.get(driver.branch)
-    severity = catalog.drift.knowledge.severities
+    cases = catalog.drift.knowledge.cases
     if row is None:
-        return
-    if row.eol == "past" or (row.eol is not None and as_of.strftime("%Y-%m") > row.eol):
-        when = "" if row.eol == "past" else f" ({row.eol})"
-        yield Finding(
+        ended = [
+            r
+            for r in catalog.branches.values()
+            if r.type == "long_term" and int(r.branch) > int(driver.branch) and _ended(r, as_of)
+        ]
+        if ended:
+            nearest = min(ended, key=lambda r: int(r.branch))
+            yield _finding(
+                "driver-branch-eol",
+                cases.branch_unlisted_past_eol,
+                branch=driver.branch,
+                driver=driver.text,
+                long_term=nearest.branch,
+                when=_when(nearest),
+            )
+    elif _ended(row, as_of):
+        yield _finding(
             "driver-branch-eol",
-            severity.branch_past_eol,
-            f"driver branch R{row.branch} of {driver.text} is past end of life{when}: no more"
-            " security fixes or kernel-compatibility updates",
-            "move to a supported production or long-term branch",
+            cases.branch_past_eol,
             row.source,
+            branch=row.branch,
+            driver=driver.text,
+            when=_when(row),
         )
     elif row.type == "new_feature":
-        yield Finding(
+        yield _finding(
             "driver-branch-eol",
-            severity.branch_new_feature,
-            f"driver branch R{row.branch} is a new-feature branch with no long-term support",
-            "prefer a production or long-term branch for clusters",
+            cases.branch_new_feature,
             row.source,
+            branch=row.branch,
+            driver=driver.text,
         )
+
+
+def _ended(row: DriverBranchRow, as_of: dt.date) -> bool:
+    return row.eol == "past" or (row.eol is not None and as_of.strftime("%Y-%m") > row.eol)
+
+
+def _when(row: DriverBranchRow) -> str:
+    """`` (YYYY-MM)`` where the table dates the end of life, else empty."""
+    return "" if row.eol == "past" or row.eol is None else f" ({row.eol})"
 
 
 def _fabric_manager(catalog: Catalog, view: NodeView, driver: Version) -> Iterator[Finding]:
-    """Fabric manager is missing, or its version differs from the driver, on a node whose own
-    facts show an NVSwitch fabric."""
+    """Fabric manager is missing where the node's own facts show an NVSwitch fabric that has
+    not finished training, or its version differs from the driver."""
     rules = catalog.drift.knowledge
     evidence = evaluate(rules.fabric_evidence, view)
     if evidence.status != "pass":
         return
     fm = view.one("fabric_manager.version")
-    fix = f"install and start nvidia-fabricmanager {driver.text}, the driver's exact version"
-    source = "https://docs.nvidia.com/datacenter/tesla/pdf/fabric-manager-user-guide.pdf"
-    if fm is None:
-        yield Finding(
+    if fm is None and evaluate(rules.fabric_trained, view).status != "pass":
+        yield _finding(
             "fabric-manager",
-            rules.severities.fabric_manager_missing,
-            f"the node shows an NVSwitch fabric {evidence.detail} but fabric manager is not"
-            f" installed ({view.status('fabric_manager.version')}): CUDA init fails with"
-            " error 802",
-            fix,
-            source,
+            rules.cases.fabric_manager_missing,
+            evidence=evidence.detail,
+            status=view.status("fabric_manager.version"),
+            driver=driver.text,
         )
-    elif fm.strip() != driver.text:
-        yield Finding(
+    elif fm is not None and fm.strip() != driver.text:
+        yield _finding(
             "fabric-manager",
-            rules.severities.fabric_manager_mismatch,
-            f"fabric manager {fm} differs from driver {driver.text}: it refuses to start",
-            fix,
-            "https://github.com/NVIDIA/gpu-operator/issues/544",
+            rules.cases.fabric_manager_mismatch,
+            fabric_manager=fm,
+            driver=driver.text,
         )
 
 
@@ -165,29 +198,18 @@ def _kernel_module(catalog: Catalog, view: NodeView, driver: Version) -> Iterato
     module = view.one("driver.kernel_module_version")
     if module is None or parse_version(module) == driver:
         return
-    yield Finding(
+    yield _finding(
         "driver-kernel-module",
-        catalog.drift.knowledge.severities.kernel_module_mismatch,
-        f"kernel module {module} differs from the user-space driver library {driver.text}"
-        " (driver/library version mismatch): NVML and CUDA fail until the module is reloaded",
-        "reboot the node (or unload and reload the nvidia modules) so the kernel module matches"
-        " the installed driver; drain it first",
-        "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html",
+        catalog.drift.knowledge.cases.kernel_module_mismatch,
+        module=module,
+        driver=driver.text,
     )
 
 
 def _unknown_gpus(catalog: Catalog, view: NodeView) -> Iterator[Finding]:
     """A GPU the catalog does not know: named, so it never resolves silently."""
     for gpu in view.get("gpu.unknown"):
-        yield Finding(
-            "unknown-gpu",
-            catalog.drift.knowledge.severities.unknown_gpu,
-            f"GPU {gpu} is not in the GPU catalog: the recipe cannot pick its accelerator"
-            " overlay, minimum driver or peak figures",
-            "add a row for it to recipes/knowledge/gpus.yaml (PCI device id, NVML name, "
-            "architecture, peaks, source), and an accelerator overlay",
-            _CATALOG_SOURCE,
-        )
+        yield _finding("unknown-gpu", catalog.drift.knowledge.cases.unknown_gpu, gpu=gpu)
 
 
 def _known_bad(catalog: Catalog, view: NodeView) -> Iterator[Finding]:

@@ -1,4 +1,5 @@
-"""A real capture replayed by `plumb-agent --simulate` reaches a real `plumb serve` unchanged.
+"""A real capture replayed by `plumb-agent --simulate` reaches a real `plumb serve` unchanged,
+and gets its verdicts there.
 
 Expected values are written by hand from tests/data/real/qx-l40s.xml (an AWS g6e.2xlarge).
 """
@@ -13,6 +14,16 @@ from pathlib import Path
 from conftest import BIN, ENV, stop, until
 
 CAPTURE = Path(__file__).resolve().parents[1] / "data" / "real" / "qx-l40s.xml"
+
+
+def findings(aggregator) -> set[tuple[str, str, str]]:
+    return {(f["kind"], f["component"], f["severity"]) for f in aggregator.json("/v1/drift")}
+
+
+def edit(capture: Path, old: str, new: str) -> None:
+    text = capture.read_text()
+    assert old in text, old
+    capture.write_text(text.replace(old, new))
 
 
 def test_a_replayed_capture_reaches_the_aggregator_as_captured(aggregator, tmp_path):
@@ -89,16 +100,40 @@ def test_a_replayed_capture_reaches_the_aggregator_as_captured(aggregator, tmp_p
         )
         assert {value(r) for r in facts["host"].values()} == {"not_supported"}
 
-        # Editing the capture is an upgrade of the node.
-        capture.write_text(
-            capture.read_text().replace(
-                "<driver_version>595.91.07</driver_version>",
-                "<driver_version>580.95.05</driver_version>",
-            )
+        # The g6e's verdicts (tests/unit/drift/test_captures.py gives the reasons): R595 is
+        # inside the recipe's range and the host image owns the driver, x8 is the shape's slot.
+        assert findings(aggregator) == set()
+
+        # Editing the capture changes the node: 580.95.05 is still inside the recipe's range, so
+        # only the move from its baseline shows, a warning.
+        edit(
+            capture,
+            "<driver_version>595.91.07</driver_version>",
+            "<driver_version>580.95.05</driver_version>",
         )
         until(
             lambda: aggregator.node("g6e")["driver_version"] == "580.95.05",
             what="the edited driver version",
+        )
+        until(
+            lambda: findings(aggregator) == {("baseline", "driver.driver_version", "warning")},
+            what="the baseline finding of the edited driver",
+        )
+        # The link training down from the node's own x8 to x4 is a fault.
+        edit(
+            capture,
+            "<current_link_width>8x</current_link_width>",
+            "<current_link_width>4x</current_link_width>",
+        )
+        until(
+            lambda: (
+                findings(aggregator)
+                == {
+                    ("baseline", "driver.driver_version", "warning"),
+                    ("health", "gpu0/pcie-width", "warning"),
+                }
+            ),
+            what="the PCIe width finding",
         )
     finally:
         stop(agent)

@@ -109,7 +109,7 @@ def h100_node(**overrides: object) -> dict[str, Reading]:
             f"gpus[{i}].index": i,
             f"gpus[{i}].name": "NVIDIA H100 80GB HBM3",
             f"gpus[{i}].pci_device_id": "0x233010DE",
-            f"gpus[{i}].fabric_state": "Completed",
+            f"gpus[{i}].fabric_state": "completed",  # nvidia-smi's "Completed"
             f"gpus[{i}].nvlink_links_up": 18,
             f"gpus[{i}].pcie_link_gen_max": 5,
             f"gpus[{i}].pcie_link_width_current": 16,
@@ -247,8 +247,20 @@ def test_a_kernel_module_other_than_the_driver_library_is_critical():
 
 
 def test_fabric_manager_rules_follow_the_nodes_own_fabric():
-    # The HGX H100 reports a fabric ("Completed"): no fabric manager there is critical.
-    facts = h100_node()
+    # The HGX H100's GPUs report a fabric that has not finished training and no fabric manager
+    # is installed: CUDA init fails with error 802, so it is critical.
+    facts = h100_node(**{f"gpus[{i}].fabric_state": "not_started" for i in range(8)})
     facts["driver.fabric_manager_version"] = Reading.not_supported()
     found = verdict(fresh(), facts)
+    assert [(k, c, s) for k, c, s, _, _ in found] == [("constraint", "fabric-manager", "critical")]
+
+
+def test_a_trained_fabric_without_a_visible_fabric_manager_is_quiet():
+    # Every GPU reports its fabric `completed`: fabric manager ran and trained the NVSwitches
+    # (from the GPU Operator's driver container, which the host's packages do not show).
+    facts = h100_node()
+    facts["driver.fabric_manager_version"] = Reading.not_supported()
+    assert verdict(fresh(), facts) == []
+    # One GPU still in progress is not a trained fabric.
+    found = verdict(fresh(), facts | {"gpus[3].fabric_state": Reading.ok("in_progress")})
     assert [(k, c, s) for k, c, s, _, _ in found] == [("constraint", "fabric-manager", "critical")]

@@ -150,3 +150,33 @@ def test_a_file_that_is_not_utf8_names_the_file(recipes):
     message = load_error(recipes)
     assert "knowledge/gpus.yaml:1: (file): not UTF-8 text" in message
     assert "save it as UTF-8" in message
+
+
+def test_a_knowledge_text_with_an_unknown_placeholder_names_file_key_and_the_names(recipes):
+    path = recipes / "drift.yaml"
+    edit(path, "upgrade the driver to >= {min_driver}", "upgrade the driver to >= {minimum}")
+    message = load_error(recipes)
+    assert "drift.yaml:" in message
+    assert "knowledge.cases.gpu_below_minimum: Value error, remediation: unknown placeholder" in (
+        message
+    )
+    assert "{minimum}" in message and "{min_driver}" in message  # what it may use instead
+
+
+def test_a_rowless_knowledge_case_without_a_source_is_rejected(recipes):
+    path = recipes / "drift.yaml"
+    edit(path, "      source: https://github.com/NVIDIA/gpu-operator/issues/544\n", "")
+    message = load_error(recipes)
+    assert "knowledge.cases.fabric_manager_mismatch: Value error, source:" in message
+
+
+def test_a_knowledge_case_that_cites_its_row_takes_no_source_of_its_own(recipes):
+    path = recipes / "drift.yaml"
+    edit(
+        path,
+        "      remediation: move to a supported production or long-term branch\n",
+        "      remediation: move to a supported production or long-term branch\n"
+        "      source: somewhere\n",
+    )
+    message = load_error(recipes)
+    assert "knowledge.cases.branch_past_eol: Value error, source:" in message

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 
-from plumb.aggregator.recipes import Criteria, resolve
+from plumb.aggregator.recipes import Criteria, load_catalog, resolve
+from plumb.aggregator.recipes.catalog import default_root
 from plumb.facts import Reading
 
 EKS_H100 = Criteria(service="eks", accelerator="h100", os="ubuntu", intent="training")
@@ -47,6 +49,22 @@ def test_driver_branch_past_end_of_life_is_critical(catalog, make_facts):
     fired, _ = rules(catalog, make_facts(driver="570.195.03", fabric_manager="570.195.03"))
     assert ("driver-branch-eol", "critical") in fired  # R570 ended 2026-02; rule dated 2026-09
     assert not any(rule == "driver-branch-eol" for rule, _ in rules(catalog, make_facts())[0])
+
+
+def test_a_branch_the_table_does_not_list_is_judged_by_the_long_term_branches_after_it(
+    catalog, make_facts
+):
+    # R515 (telegraf_a10g.xml's 515.105.01) is not in driver_branches.yaml; it predates R535,
+    # a long-term branch that itself ended 2026-06, and no branch outlives a long-term one.
+    _, found = rules(catalog, make_facts(driver="515.105.01", fabric_manager=None))
+    (eol,) = [f for f in found if f.rule == "driver-branch-eol"]
+    assert eol.severity == "critical"
+    assert "R515 of 515.105.01 is past end of life" in eol.message and "R535" in eol.message
+    assert eol.source == "https://docs.nvidia.com/datacenter/tesla/drivers/driver-lifecycle.html"
+    # An unlisted branch after every ended long-term branch (the only long-term branch after
+    # R600 is R620, supported to 2029-09) is not known to have ended: no lifecycle finding.
+    fired, _ = rules(catalog, make_facts(driver="600.10.01", fabric_manager=None))
+    assert not any(rule == "driver-branch-eol" for rule, _ in fired)
 
 
 def test_fabric_manager_missing_where_the_gpus_report_an_nvswitch_fabric(catalog, make_facts):
@@ -92,3 +110,22 @@ def test_findings_cite_a_knowledge_source(catalog, make_facts):
 
 def test_no_facts_no_findings(catalog):
     assert resolve(catalog, EKS_H100).findings == ()
+
+
+def test_a_findings_texts_are_drift_yamls_filled_from_the_node(tmp_path, make_facts):
+    # The texts live in recipes/drift.yaml (knowledge.cases); editing them edits the finding.
+    root = tmp_path / "recipes"
+    shutil.copytree(default_root(), root)
+    drift = root / "drift.yaml"
+    old = "remediation: install and start nvidia-fabricmanager {driver}, the driver's exact version"
+    text = drift.read_text()
+    assert old in text
+    drift.write_text(text.replace(old, "remediation: pin nvidia-fabricmanager to {driver}"))
+    _, found = rules(load_catalog(root), make_facts(fabric_manager="580.126.20"))
+    (fm,) = [f for f in found if f.rule == "fabric-manager"]
+    assert (
+        fm.message
+        == "fabric manager 580.126.20 differs from driver 580.173.02: it refuses to start"
+    )
+    assert fm.remediation == "pin nvidia-fabricmanager to 580.173.02"
+    assert fm.source == "https://github.com/NVIDIA/gpu-operator/issues/544"
