@@ -25,7 +25,7 @@ from plumb.aggregator.api import create_app
 from plumb.aggregator.core import Core
 from plumb.aggregator.drift import DriftEngine
 from plumb.aggregator.drift.evaluation import Evaluator
-from plumb.aggregator.errors import Unavailable
+from plumb.aggregator.errors import InvalidInput, Unavailable
 from plumb.aggregator.ingest.auth import build_authenticator, check_exposure
 from plumb.aggregator.ingest.servicer import Ingest
 from plumb.aggregator.ingest.streams import Streams
@@ -40,6 +40,7 @@ from plumb.aggregator.metrics.collectors import (
     MetricsPage,
     NodeSeries,
     PrunedRows,
+    ScheduleMetrics,
     ValidationMetrics,
     ValidationResults,
     new_registry,
@@ -52,6 +53,7 @@ from plumb.aggregator.store import Store, StoreError, Writer
 from plumb.aggregator.store.retention import Retention
 from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.kubernetes import Kube
+from plumb.aggregator.validation.schedule import Scheduler
 from plumb.v1 import agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class Process:
     intake: Intake
     replicas: Replicas
     retention: Retention
+    scheduler: Scheduler
     cluster: Cluster | None
     # Loaded from the store, evaluated by `restore` once the ports are open.
     loaded: list[NodeState]
@@ -176,7 +179,13 @@ async def open_process(settings: AggregatorSettings) -> Process:
             settings,
             catalog,
             intake.cluster_facts,
-            lambda: node_marks(state, evaluator, settings.kubernetes.agent_stale_s, utcnow()),
+            lambda: node_marks(
+                state,
+                evaluator,
+                settings.kubernetes.agent_stale_s,
+                utcnow(),
+                validator.latest_by_node(),
+            ),
             ClusterErrors(registry).count,
         )
         LeaderCollector(registry, cluster.is_leader)
@@ -211,6 +220,18 @@ async def open_process(settings: AggregatorSettings) -> Process:
         kube=kube,
     )
     ValidationResults(registry, validator)
+    try:
+        scheduler = Scheduler(
+            validator,
+            state,
+            v.schedule,
+            is_leader=lambda: membership.leader == settings.replica.name,
+            utilization=_busiest_gpu,
+            count=ScheduleMetrics(registry).count,
+            clock=utcnow,
+        )
+    except ValueError as exc:
+        raise InvalidInput(str(exc), hint="set PLUMB_VALIDATION__SCHEDULE to known phases") from exc
     ingest = Ingest(
         streams,
         intake,
@@ -248,6 +269,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         intake,
         replicas,
         retention,
+        scheduler,
         cluster,
         loaded,
         restored,
@@ -310,6 +332,7 @@ async def serve(settings: AggregatorSettings) -> None:
     tail_task = asyncio.create_task(p.replicas.run(), name="replica-tail")
     expire_task = asyncio.create_task(p.expire_nodes(), name="node-expiry")
     prune_task = asyncio.create_task(p.retention.run(p.restored), name="retention")
+    schedule_task = asyncio.create_task(p.scheduler.run(p.restored), name="validation-schedule")
 
     server = grpc.aio.server(
         options=[
@@ -387,12 +410,17 @@ async def serve(settings: AggregatorSettings) -> None:
     http.should_exit = True
     await http_task
     await p.writer.flush(timeout_s=_GRACE_S * 2)
-    housekeeping = (prune_task, expire_task, tail_task, writer_task)
+    housekeeping = (schedule_task, prune_task, expire_task, tail_task, writer_task)
     for task in housekeeping:
         task.cancel()
     await asyncio.gather(*housekeeping, return_exceptions=True)
     p.store.close()
     log.info("aggregator stopped")
+
+
+def _busiest_gpu(node: NodeState) -> float | None:
+    """The utilisation of the node's busiest GPU; None: agents report no utilisation yet."""
+    return None
 
 
 def _kube_api(settings: AggregatorSettings) -> ApiClient | None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+from datetime import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from plumb.logs import LogFormat
@@ -44,8 +45,30 @@ class IngestSettings(BaseModel):
     max_new_nodes_per_minute: int = Field(10_000, ge=1)
 
 
+class ScheduledPhase(BaseModel):
+    """One phase validated on a schedule (aggregator/validation/schedule.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase: str
+    # An hour at least: a performance phase keeps GPUs busy for minutes per node.
+    every_s: float = Field(ge=60)
+    # The UTC time of day of the first run (then every `every_s`): "02:00" with 86400 is
+    # nightly. None: the first run is `every_s` after start.
+    at: time | None = None
+    # Start only on nodes whose every GPU is idle (utilisation at most `busy_above`); a node
+    # whose utilisation is unknown is not idle.
+    idle_only: bool = False
+    busy_above: float = Field(0.05, ge=0, le=1)
+
+
 class ValidationSettings(BaseModel):
     """Validation runs."""
+
+    # Phases run on their own, opt-in: e.g. PLUMB_VALIDATION__SCHEDULE='[{"phase":
+    # "conformance", "every_s": 3600}, {"phase": "performance", "every_s": 86400,
+    # "at": "02:00", "idle_only": true}]'. Only the leader starts them; never two at once.
+    schedule: list[ScheduledPhase] = []
 
     # Nodes with checks in flight at once; a RunChecks costs the aggregator one small message
     # and a waiting coroutine, so this is high enough for a 1,000-node fan-out in one wave.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +23,7 @@ from kubernetes import client
 from plumb.aggregator.drift import SEVERITIES
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
 from plumb.aggregator.state.live import LiveState
+from plumb.aggregator.validation.model import CheckResult, health
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ PREFIX = "plumb.dev/"
 OWNED_ANNOTATION = "plumb.dev/owned-labels"
 DRIFT_CONDITION = "GpuStackDrift"
 AGENT_CONDITION = "PlumbAgentDown"
+HEALTH_CONDITION = "GpuHealthCheckFailed"
 _STRATEGIC = "application/strategic-merge-patch+json"
 _TIMEOUT_S = 10
 # The API server keeps condition messages short in practice; a long finding list is cut here.
@@ -55,10 +58,16 @@ class NodeMark:
 
 
 def node_marks(
-    state: LiveState, evaluator: Evaluator, agent_stale_s: float, now: datetime
+    state: LiveState,
+    evaluator: Evaluator,
+    agent_stale_s: float,
+    now: datetime,
+    checks: Mapping[str, list[CheckResult]] | None = None,
 ) -> list[NodeMark]:
     """What every known node should carry: its pool and worst open drift as labels, a
-    GpuStackDrift condition listing its open findings, and whether its agent reports."""
+    GpuStackDrift condition listing its open findings, and whether its agent reports; where
+    ``checks`` holds the node's latest check results, a `plumb.dev/gpu-health` label
+    (pass|warn|fail) and a GpuHealthCheckFailed condition naming what failed."""
     stale_before = now - timedelta(seconds=agent_stale_s)
     marks = []
     for node in state.nodes():
@@ -85,7 +94,20 @@ def node_marks(
             agent = Condition(AGENT_CONDITION, True, "AgentSilent", "no report recently")
         else:
             agent = Condition(AGENT_CONDITION, False, "AgentReporting", "agent streaming")
-        marks.append(NodeMark(node.name, labels, (drift, agent)))
+        conditions = (drift, agent)
+        verdict, why = health((checks or {}).get(node.name, ()))
+        if verdict is not None:
+            labels[PREFIX + "gpu-health"] = verdict
+            conditions += (
+                Condition(
+                    HEALTH_CONDITION,
+                    verdict == "fail",
+                    {"fail": "ChecksFailed", "warn": "ChecksWarned"}.get(verdict, "ChecksPassed"),
+                    "; ".join(f"{r.check_id} {r.status}: {r.message}" for r in why)
+                    or "the latest checks passed",
+                ),
+            )
+        marks.append(NodeMark(node.name, labels, conditions))
     return marks
 
 

@@ -359,6 +359,22 @@ class ValidationMetrics:
         self.runs.labels(result=run.result or "failed").inc()
 
 
+class ScheduleMetrics:
+    """Due slots of scheduled validation, by phase and outcome (validation/schedule.py)."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.slots = Counter(
+            "plumb_validation_scheduled",
+            "Scheduled validation slots come due, by phase and outcome: started, or skipped "
+            "for overlap (a run in progress), busy (no idle node) or no_nodes.",
+            ["phase", "outcome"],
+            registry=registry,
+        )
+
+    def count(self, phase: str, outcome: str) -> None:
+        self.slots.labels(phase=phase, outcome=outcome).inc()
+
+
 class ValidationResults(Collector):
     """Each node's last result of each check and benchmark, read from the validator."""
 

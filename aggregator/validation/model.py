@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -110,3 +110,19 @@ class ValidationRun:
         """Results by node, then in catalog order."""
         order = {c.id: i for i, c in enumerate(self.checks)}
         return sorted(self.results.values(), key=lambda r: (r.node, order.get(r.check_id, 0)))
+
+
+def health(results: Iterable[CheckResult]) -> tuple[str | None, list[CheckResult]]:
+    """A node's GPU health from its latest check results: `fail` when a critical check
+    failed or errored, `warn` when another did or one warned, `pass` when any passed and
+    none of those; None when nothing ran but skips. With the results that decided it."""
+    results = list(results)
+    bad = [r for r in results if r.status in ("fail", "error")]
+    if any(r.severity == "critical" for r in bad):
+        return "fail", [r for r in bad if r.severity == "critical"]
+    warned = bad + [r for r in results if r.status == "warn"]
+    if warned:
+        return "warn", warned
+    if any(r.status == "pass" for r in results):
+        return "pass", []
+    return None, []

@@ -169,6 +169,13 @@ class Validator:
     def recent(self) -> list[ValidationRun]:
         return list(reversed(self._runs.values()))
 
+    def latest_by_node(self) -> dict[str, list[CheckResult]]:
+        """Each node's latest result of every check it ran."""
+        out: dict[str, list[CheckResult]] = {}
+        for (node, _), result in self.latest.items():
+            out.setdefault(node, []).append(result)
+        return out
+
     async def close(self) -> None:
         """Cancel running runs (shutdown)."""
         for task in list(self._tasks):

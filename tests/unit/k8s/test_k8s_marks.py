@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from plumb.aggregator.drift import DriftEngine
+from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.k8s.components import (
     Found,
     component_facts,
@@ -17,10 +19,18 @@ from plumb.aggregator.k8s.components import (
     match_image,
     split_image,
 )
-from plumb.aggregator.k8s.node_writer import Condition, NodeMark, condition_patch, label_patch
+from plumb.aggregator.k8s.node_writer import (
+    Condition,
+    NodeMark,
+    condition_patch,
+    label_patch,
+    node_marks,
+)
 from plumb.aggregator.k8s.nodes import NodeInfo, node_facts
-from plumb.aggregator.recipes import load_catalog
+from plumb.aggregator.recipes import ResolutionCache, load_catalog
+from plumb.aggregator.settings import RecipeSettings
 from plumb.aggregator.state.live import LiveState
+from plumb.aggregator.validation.model import CheckResult
 from plumb.facts import Reading, content_hash
 
 CATALOG = load_catalog()
@@ -174,3 +184,32 @@ def test_a_restored_node_with_an_earlier_overlay_is_not_taken_as_its_agents_rese
     clean = state.restore("gpu-2", reported, content_hash=digest)
     assert clean.resent_by(digest)
     assert not clean.resent_by(content_hash({}))
+
+
+def _result(node: str, check: str, status: str, severity: str = "critical", message: str = ""):
+    return CheckResult(node, check, "conformance", severity, status, message)  # type: ignore[arg-type]
+
+
+def test_gpu_health_is_fail_on_a_failed_critical_check_and_names_it():
+    state = LiveState()
+    for name in ("bad", "meh", "ok", "never"):
+        state.node(name, datetime(2026, 12, 1, tzinfo=UTC)).connected = True
+    evaluator = Evaluator(
+        state, ResolutionCache(CATALOG), RecipeSettings(), DriftEngine(CATALOG.drift, lambda: None)
+    )
+    checks = {
+        "bad": [_result("bad", "ecc", "fail", message="2 uncorrected ECC errors on GPU 3"),
+                _result("bad", "driver-nvml", "pass")],
+        "meh": [_result("meh", "pcie", "fail", severity="warning", message="x8 of x16")],
+        "ok": [_result("ok", "ecc", "pass"), _result("ok", "xid", "skip")],
+    }  # fmt: skip
+    marks = {m.name: m for m in node_marks(state, evaluator, 60, datetime.now(UTC), checks=checks)}
+    health = {n: m.labels.get("plumb.dev/gpu-health") for n, m in marks.items()}
+    assert health == {"bad": "fail", "meh": "warn", "ok": "pass", "never": None}
+    (failed,) = [c for c in marks["bad"].conditions if c.type == "GpuHealthCheckFailed"]
+    assert failed == Condition(
+        "GpuHealthCheckFailed", True, "ChecksFailed", "ecc fail: 2 uncorrected ECC errors on GPU 3"
+    )
+    (warned,) = [c for c in marks["meh"].conditions if c.type == "GpuHealthCheckFailed"]
+    assert (warned.status, warned.reason) == (False, "ChecksWarned")
+    assert not [c for c in marks["never"].conditions if c.type == "GpuHealthCheckFailed"]
