@@ -3,8 +3,11 @@
 A watcher thread waits on NVML's XID event (`nvmlEventSetWait_v2`, which blocks in the
 driver, so it never runs on the event loop). Where NVML has no events for a GPU (NotSupported,
 an old library) it reads the kernel log instead: `/dev/kmsg` under the host root, from the
-start of the ring buffer, so those XIDs count since boot. Both feed one `XidLog`, keyed by
-PCI address, which the NVML collector turns into each GPU's facts. The log keeps per GPU a
+start of the ring buffer, so those XIDs count since boot. With NVML events, the kernel log's
+records from before the events were registered (where it is readable) are counted first, so
+an agent restart does not forget, and an open finding does not close on, an XID of this
+boot. Both feed one `XidLog`, keyed by PCI address, which the NVML collector turns into each
+GPU's facts. The log keeps per GPU a
 count per code and when it was last seen, for at most `MAX_CODES` codes, so a GPU that
 reports the same XID in a loop changes two numbers, not the length of its facts.
 """
@@ -135,8 +138,10 @@ class XidWatcher:
         host_root: Path,
         xids: XidLog,
         clock: Callable[[], float] = time.time,
+        uptime: Callable[[], float] = time.monotonic,
     ) -> None:
         self._nvml = nvml
+        self._uptime = uptime  # seconds since boot, the kernel log's clock
         self._kmsg = Path(host_root) / "dev" / "kmsg"
         self._stat = Path(host_root) / "proc" / "stat"
         self._xids = xids
@@ -149,8 +154,14 @@ class XidWatcher:
         the event loop. Without any source, `XidLog.problem` says why."""
         events = self._nvml_events()
         if isinstance(events, tuple):
+            registered_s, backlog = self._uptime(), self._open_kmsg()
             self._xids.source = "nvml"
-            target: Callable[[], None] = lambda: self._wait_nvml(*events)  # noqa: E731
+
+            def target() -> None:
+                if isinstance(backlog, int):  # unreadable: XIDs count from now on
+                    self._read_kmsg(backlog, before_s=registered_s)
+                self._wait_nvml(*events)
+
         else:
             fd = self._open_kmsg()
             if isinstance(fd, str):
@@ -158,7 +169,10 @@ class XidWatcher:
                 log.warning("xids not watched", extra={"reason": self._xids.problem})
                 return
             self._xids.source = "kmsg"
-            target = lambda: self._read_kmsg(fd)  # noqa: E731
+
+            def target() -> None:
+                self._read_kmsg(fd)
+
         log.info("watching xids", extra={"source": self._xids.source})
         self._thread = threading.Thread(target=target, name="xid-watcher", daemon=True)
         self._thread.start()
@@ -226,8 +240,9 @@ class XidWatcher:
         except OSError as exc:  # absent in a container without /dev, or no CAP_SYSLOG
             return f"{self._kmsg}: {exc.strerror or exc}"
 
-    def _read_kmsg(self, fd: int) -> None:
-        """Every record from the start of the ring buffer, then new ones as they come.
+    def _read_kmsg(self, fd: int, before_s: float | None = None) -> None:
+        """Every record from the start of the ring buffer, then new ones as they come; with
+        `before_s` (seconds since boot), only those logged before it, and no waiting.
 
         /dev/kmsg gives one record per read and EAGAIN when none is left (EPIPE when records
         were overwritten before they were read); a plain file (a copy of the log, a test's
@@ -239,18 +254,25 @@ class XidWatcher:
                 try:
                     chunk = os.read(fd, _READ_BYTES)
                 except BlockingIOError:
+                    if before_s is not None:
+                        return  # the backlog is read
                     select.select([fd], [], [], _WAIT_MS / 1000)
                     continue
                 except BrokenPipeError:
                     continue  # records lost to the ring buffer; the next read goes on
                 if not chunk:
+                    if before_s is not None:
+                        return
                     self._stop.wait(_WAIT_MS / 1000)
                     continue
                 *lines, pending = (pending + chunk).split(b"\n")
                 for line in lines:
                     found = parse_kmsg(line.decode(errors="replace"))
-                    if found is not None:
-                        self._xids.record(found.bus, found.code, boot_s + found.since_boot_s)
+                    if found is None:
+                        continue
+                    if before_s is not None and found.since_boot_s >= before_s:
+                        return  # NVML's events report it and those after it
+                    self._xids.record(found.bus, found.code, boot_s + found.since_boot_s)
         finally:
             os.close(fd)
 

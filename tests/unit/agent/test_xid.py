@@ -118,11 +118,15 @@ def watched(profile_copy, tmp_path):
     NVML and the host root `root` (default: an empty one): (simulation, log, watcher, path)."""
     made = []
 
-    def make(edit=None, root: Path | None = None):
+    def make(edit=None, root: Path | None = None, uptime_s: float | None = None):
         log = XidLog()
         path = profile_copy("dgx-h100", edit)
         sim = Simulation(str(path), "gpu-node-1", tmp_path / "work", log)
-        watcher = XidWatcher(sim.sources().nvml, root or tmp_path / "empty-root", log)
+        nvml, root = sim.sources().nvml, root or tmp_path / "empty-root"
+        if uptime_s is None:
+            watcher = XidWatcher(nvml, root, log)
+        else:
+            watcher = XidWatcher(nvml, root, log, uptime=lambda: uptime_s)
         made.append(watcher)
         watcher.start()
         return sim, log, watcher, path
@@ -223,6 +227,25 @@ def test_without_nvml_events_the_kernel_log_gives_xids_since_boot(watched, tmp_p
         "xids[1].last_seen_unix_s": BOOT + 6200,
     }
     assert gpu_xids(facts, 1) == {"xid_count": 0}
+
+
+def test_with_nvml_events_the_kernel_logs_earlier_xids_count_once(watched, tmp_path):
+    # The agent (re)starts 6150 s after boot: the log's 79 and two 13s came before it, its 31
+    # at 6200 s is NVML's to report (the profile delivers it), so nothing counts twice.
+    def events(d):
+        d["gpus"]["overrides"] = {3: {"pci_bus_id": "00000000:3B:00.0"}}
+        d["xids"] = [{"gpu": 0, "code": 31}]
+
+    sim, log, _, _ = watched(events, fake_host(tmp_path / "host"), uptime_s=6150.0)
+    assert log.source == "nvml"
+    facts = wait_for(
+        lambda: (f := collect_all(sim.sources()))["gpus[0].xid_count"].value == 3 and f
+    )
+    gpu0 = gpu_xids(facts, 0)
+    assert (gpu0["xids[0].code"], gpu0["xids[0].count"]) == (13, 2)
+    assert gpu0["xids[0].last_seen_unix_s"] == BOOT + 6120
+    assert (gpu0["xids[1].code"], gpu0["xids[1].count"]) == (31, 1)
+    assert gpu_xids(facts, 3)["xids[0].last_seen_unix_s"] == BOOT + 5210
 
 
 def test_lines_appended_to_the_kernel_log_are_read_as_they_come(watched, tmp_path):
