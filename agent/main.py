@@ -24,6 +24,7 @@ from plumb.agent import __version__
 from plumb.agent.checks import CheckContext, CheckRunner
 from plumb.agent.checks.conformance import pci_scan
 from plumb.agent.collect import Sources, collect_all, real_sources
+from plumb.agent.collect.xid import XidLog, XidWatcher
 from plumb.agent.settings import AgentSettings
 from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import ProfileError, profile_data, validate_profile
@@ -91,12 +92,16 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
     return AgentSettings.model_validate(merged)
 
 
-def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
-    """The node name, its collector, and what its checks read: simulated or this host."""
+def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext, XidWatcher]:
+    """The node name, its collector, what its checks read (simulated or this host), and the
+    XID watcher whose log the collector reads (not started: `run` starts it)."""
+    xids = XidLog()
     if settings.simulate:
         node = settings.node_name or f"sim-{Path(settings.simulate).stem}"
         workdir = settings.sim_workdir or Path(tempfile.mkdtemp(prefix=f"plumb-sim-{node}-"))
-        sim = Simulation(settings.simulate, node, workdir)
+        sim = Simulation(settings.simulate, node, workdir, xids)
+        sources = sim.sources()
+        watcher = XidWatcher(sources.nvml, sources.host_root, xids)
 
         def collect() -> dict[str, wire.Reading]:
             return collect_all(sim.sources())
@@ -111,8 +116,8 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
             simulated=True,
             simulated_figures=lambda: sim.profile().benchmarks,
         )
-        return node, collect, ctx
-    sources: Sources = real_sources(settings.host_root, tuple(settings.library_dirs))
+        return node, collect, ctx, watcher
+    sources: Sources = real_sources(settings.host_root, tuple(settings.library_dirs), xids)
 
     def collect_host() -> dict[str, wire.Reading]:
         return collect_all(sources)
@@ -122,7 +127,8 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
         nvml=lambda: pynvml,
         pci_gpu_count=lambda: pci_scan(settings.host_root / "sys"),
     )
-    return settings.node_name or socket.gethostname(), collect_host, ctx
+    watcher = XidWatcher(pynvml, settings.host_root, xids)
+    return settings.node_name or socket.gethostname(), collect_host, ctx, watcher
 
 
 def channel_credentials(settings: AgentSettings) -> grpc.ChannelCredentials | None:
@@ -138,8 +144,25 @@ async def run(
     collect: Collect,
     checks: CheckContext | None = None,
     credentials: grpc.ChannelCredentials | None = None,
+    xids: XidWatcher | None = None,
 ) -> None:
-    """Stream until SIGTERM or SIGINT."""
+    """Stream until SIGTERM or SIGINT, watching XIDs meanwhile."""
+    if xids is not None:
+        await asyncio.to_thread(xids.start)  # NVML can stall for seconds on a sick GPU
+    try:
+        await _stream(settings, node, collect, checks, credentials)
+    finally:
+        if xids is not None:
+            await asyncio.to_thread(xids.stop)
+
+
+async def _stream(
+    settings: AgentSettings,
+    node: str,
+    collect: Collect,
+    checks: CheckContext | None,
+    credentials: grpc.ChannelCredentials | None,
+) -> None:
     facts = await asyncio.to_thread(collect)
     boot = facts.get("host.boot_id")
     identity = Identity(
@@ -202,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
-        node, collect, checks = make_node(settings)
+        node, collect, checks, xids = make_node(settings)
         if args.once:
             facts = collect()
             json.dump({"node_name": node, "facts": tree.nest(facts)}, sys.stdout, indent=2)
@@ -221,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    asyncio.run(run(settings, node, collect, checks, credentials))
+    asyncio.run(run(settings, node, collect, checks, credentials, xids))
     return 0
 
 

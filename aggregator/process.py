@@ -136,7 +136,8 @@ async def open_process(settings: AggregatorSettings) -> Process:
     writer = Writer(store, queue_max=s.queue_max, batch_max=s.batch_max, linger_s=s.linger_s)
     state = LiveState()
     recipes = ResolutionCache(catalog, driver_owners=settings.recipes.driver_owner)
-    evaluator = Evaluator(state, recipes, settings.recipes, DriftEngine(catalog.drift, utcnow))
+    drift = DriftEngine(catalog.drift, utcnow, xids=catalog.xids)
+    evaluator = Evaluator(state, recipes, settings.recipes, drift)
     # SQLite is one process; on PostgreSQL other replicas may write the same database.
     shared = make_url(settings.db).get_backend_name() == "postgresql"
     membership = Membership(settings.replica.name, tailing=shared)

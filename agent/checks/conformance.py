@@ -210,9 +210,51 @@ def pcie_link(ctx: CheckContext, params: Params) -> Outcome:
     return Outcome("pass", msg, details=details)
 
 
+DEFAULT_XID_WINDOW_S = 86400.0
+_MAX_XID_DETAILS = 60  # the aggregator keeps 64 details per result
+
+
 def xid(ctx: CheckContext, params: Params) -> Outcome:
-    """New XID errors since the last run: not possible yet, the agent collects no XIDs."""
-    return Outcome.skip("XIDs are not collected by the agent yet (issue 5): nothing to compare")
+    """XIDs each GPU reported within `window_s` seconds: none passes; any fails here, and
+    the aggregator, which holds the XID table, grades each code (details `gpuI.xidN`: the
+    count since the watch began)."""
+    window_s = float(params.get("window_s", DEFAULT_XID_WINDOW_S))
+    gpus = gpu_facts(ctx.collect())
+    if not gpus:
+        return Outcome.skip("no GPU visible to NVML")
+    watched = {i: g for i, g in gpus.items() if "xid_count" in g}
+    if not watched:
+        return Outcome.skip("this agent watches no XIDs (no XID facts)")
+    for g in watched.values():
+        if g["xid_count"].status != "ok":
+            return Outcome("error", f"XIDs not watched: {g['xid_count'].error}")
+    since = ctx.now() - window_s
+    seen = [
+        (i, code, count)
+        for i, g in watched.items()
+        for code, count, last_s in _xid_codes(g)
+        if last_s >= since
+    ]
+    details = {"window_s": f"{window_s:g}"}
+    details |= {f"gpu{i}.xid{code}": str(n) for i, code, n in seen[:_MAX_XID_DETAILS]}
+    if not seen:
+        hours = window_s / 3600
+        return Outcome(
+            "pass", f"no XID on {len(watched)} GPUs in the last {hours:g} h", details=details
+        )
+    shown = "; ".join(f"GPU {i}: XID {code} x{n}" for i, code, n in seen)
+    return Outcome("fail", f"XIDs in the last {window_s / 3600:g} h: {shown}", details=details)
+
+
+def _xid_codes(gpu: Mapping[str, Reading]) -> list[tuple[int, int, float]]:
+    """(code, count, last seen) of each `xids[j]` entry of one GPU's facts that is complete."""
+    out, j = [], 0
+    while (code := gpu.get(f"xids[{j}].code")) is not None:
+        count, last = gpu.get(f"xids[{j}].count"), gpu.get(f"xids[{j}].last_seen_unix_s")
+        j += 1
+        if _ok(code) and _ok(count) and _ok(last):
+            out.append((int(code.value), int(count.value), float(last.value)))  # type: ignore[arg-type, union-attr]
+    return out
 
 
 CONFORMANCE = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -42,3 +43,4 @@ class CheckContext:
     simulated: bool = False
     # Simulation only: what the profile says this node's benchmarks measure (check id -> value).
     simulated_figures: Callable[[], Mapping[str, float]] = _no_figures
+    now: Callable[[], float] = time.time  # Unix seconds, the clock XID times are read by

@@ -60,7 +60,8 @@ PARAMS: dict[str, dict[str, Param]] = {
     "ecc": _TIMEOUT,
     "nvlink": _TIMEOUT,
     "pcie-link": _TIMEOUT,
-    "xid": _TIMEOUT,
+    # Up to 30 days back: the kernel log rarely reaches further.
+    "xid": {**_TIMEOUT, "window_s": Param(float, 1, 30 * 86400)},
     "matmul-bf16": {**_TIMEOUT, **_MATMUL},
     "matmul-fp16": {**_TIMEOUT, **_MATMUL},
     "memory-bandwidth": {**_TIMEOUT, **_BUFFER},

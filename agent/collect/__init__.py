@@ -14,6 +14,7 @@ from typing import Any
 import pynvml
 
 from plumb.agent.collect import cuda, host, libraries, nccl, nvml
+from plumb.agent.collect.xid import XidLog
 from plumb.facts import Reading, flatten, unflatten
 
 __all__ = ["Sources", "collect_all", "real_sources"]
@@ -33,6 +34,8 @@ class Sources:
     # no host, so every fact they would give is not_supported rather than read from a void,
     # and their lists (sysctls, units, libraries) are empty.
     without: frozenset[str] = frozenset()
+    # What an XidWatcher saw (the agent runs one); None: no XID facts (`--once`, benchmarks).
+    xids: XidLog | None = None
 
 
 def collect_all(sources: Sources) -> dict[str, Reading]:
@@ -72,11 +75,14 @@ class _Canonical:
 _CANONICAL = _Canonical()
 
 
-def real_sources(host_root: Path = Path("/"), library_dirs: tuple[Path, ...] = ()) -> Sources:
+def real_sources(
+    host_root: Path = Path("/"), library_dirs: tuple[Path, ...] = (), xids: XidLog | None = None
+) -> Sources:
     """Sources for a real node: the pynvml module and ctypes probes of the host's libraries."""
     return Sources(
         nvml=pynvml,
         host_root=host_root,
         library_version=libraries.probe_version,
         library_dirs=tuple(Path(d) for d in library_dirs),
+        xids=xids,
     )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
+from plumb.agent.collect.xid import XidLog
 from plumb.facts import Reading
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ _UNSUPPORTED = (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound
 
 
 def collect(sources: Sources) -> dict[str, Reading]:
-    """The driver.* and gpus[i].* facts; never raises, even when NVML cannot start."""
+    """The driver.* and gpus[i].* facts, each GPU's XIDs from `sources.xids` among them;
+    never raises, even when NVML cannot start."""
     nvml = sources.nvml
     try:
         nvml.nvmlInit()
@@ -55,7 +57,7 @@ def collect(sources: Sources) -> dict[str, Reading]:
         log.warning("nvml unavailable", extra={"error": message})
         return {f"driver.{name}": Reading.failed(message) for name in DRIVER_FIELDS}
     try:
-        return _collect_initialised(nvml)
+        return _collect_initialised(nvml, sources.xids)
     finally:
         try:
             nvml.nvmlShutdown()
@@ -63,7 +65,7 @@ def collect(sources: Sources) -> dict[str, Reading]:
             log.warning("nvml shutdown failed", extra={"error": _message(exc)})
 
 
-def _collect_initialised(nvml: Any) -> dict[str, Reading]:
+def _collect_initialised(nvml: Any, xids: XidLog | None) -> dict[str, Reading]:
     out = {
         "driver.driver_version": _read(nvml.nvmlSystemGetDriverVersion, _text),
         "driver.nvml_version": _read(nvml.nvmlSystemGetNVMLVersion, _text),
@@ -75,9 +77,11 @@ def _collect_initialised(nvml: Any) -> dict[str, Reading]:
         log.warning("nvml device count failed", extra={"error": _message(exc)})
         return out
     for index in range(count):
-        out.update(
-            (f"gpus[{index}].{name}", reading) for name, reading in _gpu(nvml, index).items()
-        )
+        gpu = _gpu(nvml, index)
+        bus = gpu["pci_bus_id"]
+        if xids is not None and bus.status == "ok":
+            gpu |= xids.readings(str(bus.value))
+        out.update((f"gpus[{index}].{name}", reading) for name, reading in gpu.items())
     return out
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from plumb.agent.collect import Sources
 from plumb.agent.collect.systemd import UNITS
+from plumb.agent.collect.xid import XidLog
 from plumb.agent.simulate.capture import NO_HOST
+from plumb.agent.simulate.events import XidSchedule
 from plumb.agent.simulate.nvml import FakeNvml
 from plumb.agent.simulate.profile import (
     DriverSpec,
@@ -36,12 +38,19 @@ _BOOT_NAMESPACE = uuid.UUID("0f4b8c2e-1d7a-4e39-b6a5-8c3f2e9d1a47")
 
 
 class Simulation:
-    """A simulated node from a profile; re-reads the profile file when it changes."""
+    """A simulated node from a profile; re-reads the profile file when it changes.
 
-    def __init__(self, profile: str, node_name: str, workdir: Path) -> None:
+    `xids`, when given, is the log an XidWatcher on this node's NVML fills: its facts then
+    carry the XIDs the profile schedules."""
+
+    def __init__(
+        self, profile: str, node_name: str, workdir: Path, xids: XidLog | None = None
+    ) -> None:
         self.node_name = node_name
         self.profile_path = profile_path(profile)
         self._root = Path(workdir) / "host"
+        self._xids = xids
+        self._schedule = XidSchedule()  # the node's clock: profile XIDs are due from now
         self._stamp = self._file_stamp()
         self._apply(read_profile(self.profile_path))  # the first load must succeed
 
@@ -75,8 +84,9 @@ class Simulation:
         return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def _apply(self, profile: Profile) -> None:
-        nvml = FakeNvml(profile, self.node_name)  # validates every GPU before touching the root
+        nvml = FakeNvml(profile, self.node_name, self._schedule)  # validates every GPU first
         self._materialise(profile)
+        self._schedule.plan(profile.xids)
         if profile.host is None:
             log.info(
                 "no host in the profile",
@@ -89,6 +99,7 @@ class Simulation:
             library_version=lambda kind, path: self._library_version(profile, kind, path),
             node=_node_facts(profile),
             without=frozenset() if profile.host else frozenset({"host", "cuda", "nccl"}),
+            xids=self._xids,
         )
 
     def _library_version(self, profile: Profile, kind: str, path: Path) -> str:

@@ -1,8 +1,9 @@
 """A profile-driven stand-in for the `pynvml` module.
 
-`FakeNvml` has the functions the NVML collector calls, with pynvml's names, parameters and
-return shapes, and it raises pynvml's own error classes, so the collector cannot tell it from a
-real driver. A contract test holds it to pynvml's signatures.
+`FakeNvml` has the functions the NVML collector and the XID watcher call, with pynvml's
+names, parameters and return shapes, and it raises pynvml's own error classes, so the
+collector cannot tell it from a real driver. A contract test holds it to pynvml's signatures.
+XID events come from the profile's `xids`, through an `XidSchedule` that outlives reloads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TypeVar
 
 import pynvml
 
+from plumb.agent.simulate.events import FakeEventSet, XidSchedule
 from plumb.agent.simulate.profile import GpuSpec, Profile
 
 __all__ = ["FakeNvml", "gpu_uuid"]
@@ -72,14 +74,35 @@ class MemoryInfo:
     used: int
 
 
-class FakeNvml:
-    """NVML for a simulated node, built from a profile and the node's name."""
+@dataclass(frozen=True)
+class EventData:
+    """pynvml's c_nvmlEventData_t, as nvmlEventSetWait_v2 returns it."""
 
-    def __init__(self, profile: Profile, node_name: str) -> None:
+    device: FakeHandle
+    eventType: int
+    eventData: int  # the XID code
+    gpuInstanceId: int = 0xFFFFFFFF  # not attributed to a MIG instance
+    computeInstanceId: int = 0xFFFFFFFF
+
+
+# The only events the fake can deliver; registering others is NotSupported, as on a GPU
+# that lacks them.
+_SUPPORTED_EVENTS = pynvml.nvmlEventTypeXidCriticalError
+
+
+class FakeNvml:
+    """NVML for a simulated node, built from a profile and the node's name; `xids` is the
+    node's XID schedule (one of its own, planned from `profile`, when not given)."""
+
+    def __init__(self, profile: Profile, node_name: str, xids: XidSchedule | None = None) -> None:
         self._driver = profile.driver
         self._node_name = node_name
         self._gpus = profile.gpu_specs()
         self._init_count = 0
+        if xids is None:
+            xids = XidSchedule()
+            xids.plan(profile.xids)
+        self._xids = xids
 
     # -- library -----------------------------------------------------------------------------
 
@@ -282,6 +305,39 @@ class FakeNvml:
                 f"NVML_GPU_FABRIC_HEALTH_SUMMARY_{(fabric.health or 'not_supported').upper()}",
             )
         return pynvml.NVML_SUCCESS
+
+    # -- events ------------------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self):
+        self._ready()
+        return FakeEventSet(self._xids)
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle):
+        self._gpu(handle, "nvmlDeviceGetSupportedEventTypes")
+        return _SUPPORTED_EVENTS
+
+    def nvmlDeviceRegisterEvents(self, handle, eventTypes, eventSet):
+        self._gpu(handle, "nvmlDeviceRegisterEvents")
+        if not isinstance(eventSet, FakeEventSet) or eventSet.freed:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if eventTypes & ~_SUPPORTED_EVENTS:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        eventSet.gpus.add(handle.index)
+
+    def nvmlEventSetWait_v2(self, eventSet, timeoutms):
+        """The next XID due on a registered GPU; NVML's Timeout when none comes in time."""
+        self._ready()
+        if not isinstance(eventSet, FakeEventSet) or eventSet.freed:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        xid = self._xids.take(eventSet.delivered, eventSet.gpus, timeoutms / 1000)
+        if xid is None:
+            raise _error(pynvml.NVML_ERROR_TIMEOUT)
+        return EventData(FakeHandle(xid.gpu), pynvml.nvmlEventTypeXidCriticalError, xid.code)
+
+    def nvmlEventSetFree(self, eventSet):
+        if not isinstance(eventSet, FakeEventSet) or eventSet.freed:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        eventSet.freed = True
 
 
 def _supported(value: T | None) -> T:

@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -35,6 +36,7 @@ from plumb.agent.simulate.overlay import overlay
 __all__ = [
     "GpuSpec",
     "Profile",
+    "XidSpec",
     "ProfileError",
     "load_profile",
     "profile_data",
@@ -270,6 +272,15 @@ class Gpus(_Model):
     overrides: dict[NonNegativeInt, dict[str, Any]] = {}
 
 
+class XidSpec(_Model):
+    """An XID the simulated driver reports on GPU `gpu`, `after_s` seconds after the node
+    started; one added by editing a running node's profile with a past `after_s` comes at once."""
+
+    gpu: NonNegativeInt
+    code: Annotated[int, Field(ge=1, le=65535)]  # 79: fallen off the bus
+    after_s: NonNegativeFloat = 0.0
+
+
 class Profile(_Model):
     """A simulated node: what its host, driver, libraries and GPUs report."""
 
@@ -291,6 +302,8 @@ class Profile(_Model):
         ],
         PositiveFloat,
     ] = {}
+    # XIDs the fake NVML delivers as events, each once (recipes/knowledge/xids.yaml: codes).
+    xids: Annotated[list[XidSpec], Field(max_length=256)] = []
 
     @model_validator(mode="after")
     def _module_files_need_a_flavour(self) -> Profile:
@@ -385,6 +398,11 @@ def validate_profile(data: Any, path: Path) -> Profile:
             raise ProfileError(
                 f"profile {path}: gpus.overrides.{index}: no such GPU (count is "
                 f"{profile.gpus.count})"
+            )
+    for i, xid in enumerate(profile.xids):
+        if xid.gpu >= profile.gpus.count:
+            raise ProfileError(
+                f"profile {path}: xids.{i}.gpu: no GPU {xid.gpu} (count is {profile.gpus.count})"
             )
     for index in range(profile.gpus.count):
         where = "template" if index not in profile.gpus.overrides else f"overrides.{index}"

@@ -18,6 +18,7 @@ from plumb.aggregator.drift import evaluate
 from plumb.aggregator.drift.model import DriftFinding, Kind, Observation
 from plumb.aggregator.recipes import Resolution
 from plumb.aggregator.recipes.drift_rules import DriftRules
+from plumb.aggregator.recipes.schema import XidRow
 from plumb.facts import Reading, gpu_count
 
 Facts = Mapping[str, Reading]
@@ -50,10 +51,18 @@ class Transitions:
 
 
 class DriftEngine:
-    """Open findings and baselines of every node, in memory."""
+    """Open findings and baselines of every node, in memory; `xids` is the XID table
+    (`Catalog.xids`) that grades the XIDs a node's GPUs report."""
 
-    def __init__(self, rules: DriftRules, clock: Callable[[], datetime]):
+    def __init__(
+        self,
+        rules: DriftRules,
+        clock: Callable[[], datetime],
+        *,
+        xids: Mapping[int, XidRow],
+    ):
         self.rules = rules
+        self._xids = xids
         self._clock = clock
         self._open: dict[str, dict[tuple[str, str], DriftFinding]] = {}
         self.baselines: dict[str, Baseline] = {}
@@ -85,6 +94,7 @@ class DriftEngine:
             + evaluate.constraint(resolution, rules)
             + evaluate.baseline(facts, base.facts, rules)
             + evaluate.health(facts, base.facts, base.gpu_count, majorities, rules)
+            + evaluate.xids(facts, self._xids, rules)
             + evaluate.pool(facts, majorities, rules)
         )
         result = self._reconcile(
@@ -105,6 +115,7 @@ class DriftEngine:
             majorities,
             self.rules,
         )
+        observations += evaluate.xids(facts, self._xids, self.rules)  # health, like the above
         return self._reconcile(node, observations, _POOL_KINDS, recipe_hash)
 
     def accept_baseline(self, node: str, facts: Facts) -> Baseline:

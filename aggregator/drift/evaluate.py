@@ -1,4 +1,5 @@
-"""Pure evaluation: a node's facts against its recipe, baseline, pool and health rules.
+"""Pure evaluation: a node's facts against its recipe, baseline, pool and health rules (the
+XIDs its GPUs report among them).
 
 Each function returns the observations of one kind; none keeps state. The engine turns
 them into findings that open and close.
@@ -14,6 +15,7 @@ from functools import lru_cache
 from plumb.aggregator.drift.model import Observation
 from plumb.aggregator.recipes import Resolution, parse_version
 from plumb.aggregator.recipes.drift_rules import DriftRules, PoolRule
+from plumb.aggregator.recipes.schema import XidRow
 from plumb.aggregator.state.views import gpu_views
 from plumb.facts import Reading
 
@@ -260,6 +262,32 @@ def health(
                 missing.remediation,
             )
         )
+    return out
+
+
+def xids(facts: Facts, table: Mapping[int, XidRow], rules: DriftRules) -> list[Observation]:
+    """One health observation per GPU and XID code it reports, graded by the XID table."""
+    out = []
+    for g in gpu_views(facts):
+        j = 0
+        while (code := g.number(f"xids[{j}].code")) is not None:
+            j += 1
+            row = table.get(int(code))
+            unknown = rules.health.xid.unknown
+            meaning, severity, fix = "not in the XID table", unknown.severity, unknown.remediation
+            if row is not None:
+                meaning, severity = row.meaning, row.severity
+                fix = f"{row.action} (NVIDIA: {row.source})"
+            out.append(
+                Observation(
+                    "health",
+                    f"gpu{g.index}/xid-{code:g}",
+                    "no XID",
+                    f"XID {code:g}: {meaning}",
+                    severity,
+                    fix,
+                )
+            )
     return out
 
 

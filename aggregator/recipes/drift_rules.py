@@ -98,9 +98,16 @@ class MissingGpus(_Strict):
     remediation: str
 
 
+class XidRule(_Strict):
+    """XIDs a GPU reported: the XID table grades known codes; `unknown` grades the rest."""
+
+    unknown: Verdict
+
+
 class HealthRules(_Strict):
     gpus: tuple[GpuHealthRule, ...]
     missing_gpus: MissingGpus
+    xid: XidRule
 
 
 class KnowledgeCase(_Strict):

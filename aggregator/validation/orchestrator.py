@@ -31,6 +31,7 @@ from plumb.aggregator.validation.deployment import DEPLOYMENT
 from plumb.aggregator.validation.grading import grade, peak_of
 from plumb.aggregator.validation.kubernetes import KUBERNETES, Kube, run_check
 from plumb.aggregator.validation.model import CLUSTER, CheckResult, PlannedCheck, ValidationRun
+from plumb.aggregator.validation.xids import grade_xids
 from plumb.facts import Reading
 from plumb.v1 import agent_pb2
 
@@ -209,6 +210,8 @@ class Validator:
         )
         if check.threshold is not None:
             out = grade(out, check, peak_of(check, req.facts, self._catalog))
+        if check.id == "xid":
+            out = grade_xids(out, self._catalog.xids)
         self._record(req.run, _soften(out, check))
         if not req.remaining:
             req.done.set()

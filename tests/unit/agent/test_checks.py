@@ -19,6 +19,7 @@ from plumb.agent.checks.performance import PERFORMANCE
 from plumb.agent.collect import collect_all
 from plumb.agent.main import make_node
 from plumb.agent.settings import AgentSettings
+from plumb.facts import Reading
 
 
 def context(sim, **over) -> CheckContext:
@@ -102,7 +103,7 @@ def test_checks_of_a_simulated_node_follow_its_edited_profile(profile_copy, writ
     # The agent's own wiring: before, driver-nvml kept the FakeNvml of the profile at start.
     path = profile_copy("dgx-h100")
     settings = AgentSettings(simulate=str(path), node_name="n", sim_workdir=tmp_path / "work")
-    _, _, ctx = make_node(settings)
+    _, _, ctx, _ = make_node(settings)
     assert run("driver-nvml", ctx).details["driver_version"] == "580.173.02"
 
     data = yaml.safe_load(path.read_text())
@@ -119,18 +120,13 @@ def test_checks_of_a_replayed_capture_follow_its_edits(tmp_path):
     path = tmp_path / "l40s.xml"
     shutil.copy(Path(__file__).parents[2] / "data/real/qx-l40s.xml", path)
     settings = AgentSettings(simulate=str(path), node_name="n", sim_workdir=tmp_path / "work")
-    _, _, ctx = make_node(settings)
+    _, _, ctx, _ = make_node(settings)
     assert run("driver-nvml", ctx).details["driver_version"] == "595.91.07"
 
     path.write_text(
         path.read_text().replace(">595.91.07</driver_version>", ">580.95.05</driver_version>")
     )
     assert run("driver-nvml", ctx).details["driver_version"] == "580.95.05"
-
-
-def test_xid_is_skipped_because_the_agent_collects_none(simulate):
-    out = run("xid", context(simulate("l4")))
-    assert out.status == "skip" and "not collected" in out.message
 
 
 def test_pci_scan_counts_nvidia_gpus_but_not_nvswitches(tmp_path: Path):
@@ -197,6 +193,64 @@ def test_benchmarks_skip_without_a_gpu_or_without_torch(monkeypatch):
     for check_id in PERFORMANCE:
         out = run(check_id, _ctx(idle))
         assert (out.status, out.message) == ("skip", "no torch"), check_id
+
+
+NOW = 1_796_000_000.0  # the checks' clock in the XID tests
+
+
+def xid_context(**gpus: dict[str, object]) -> CheckContext:
+    """A node whose facts are `gpuI={leaf: value}` (a Reading is kept as it is)."""
+    facts = {}
+    for name, leaves in gpus.items():
+        i = int(name.removeprefix("gpu"))
+        facts[f"gpus[{i}].index"] = Reading.ok(i)
+        for leaf, value in leaves.items():
+            reading = value if isinstance(value, Reading) else Reading.ok(value)
+            facts[f"gpus[{i}].{leaf}"] = reading
+    return CheckContext(
+        collect=lambda: facts, nvml=lambda: None, pci_gpu_count=lambda: None, now=lambda: NOW
+    )
+
+
+def xid_entry(j: int, code: int, count: int, ago_s: float) -> dict[str, object]:
+    return {
+        f"xids[{j}].code": code,
+        f"xids[{j}].count": count,
+        f"xids[{j}].last_seen_unix_s": int(NOW - ago_s),
+    }
+
+
+def test_xid_passes_on_gpus_with_no_xid_in_the_window():
+    old = {"xid_count": 4, **xid_entry(0, 13, 4, ago_s=3 * 86400)}  # three days ago
+    out = run("xid", xid_context(gpu0={"xid_count": 0}, gpu1=old))
+    assert out.status == "pass"
+    assert out.message == "no XID on 2 GPUs in the last 24 h"
+    assert out.details == {"window_s": "86400"}
+
+
+def test_xid_lists_each_gpus_xids_in_the_window_for_the_aggregator_to_grade():
+    ctx = xid_context(
+        gpu0={"xid_count": 0},
+        gpu3={"xid_count": 3, **xid_entry(0, 31, 2, ago_s=7200), **xid_entry(1, 79, 1, ago_s=60)},
+    )
+    out = run("xid", ctx, window_s="3600")
+    assert out.status == "fail"
+    assert out.message == "XIDs in the last 1 h: GPU 3: XID 79 x1"
+    assert out.details == {"window_s": "3600", "gpu3.xid79": "1"}
+    wide = run("xid", ctx)
+    assert wide.details == {"window_s": "86400", "gpu3.xid31": "2", "gpu3.xid79": "1"}
+
+
+def test_xid_is_an_error_when_the_agent_cannot_watch_and_a_skip_without_xid_facts():
+    why = "no XID source: NVML events: Not Supported; /host/dev/kmsg: Permission denied"
+    out = run("xid", xid_context(gpu0={"xid_count": Reading.failed(why)}))
+    assert out.status == "error" and out.message == f"XIDs not watched: {why}"
+    assert run("xid", xid_context(gpu0={"name": "NVIDIA L4"})).status == "skip"
+
+
+def test_xid_window_is_a_bounded_parameter():
+    assert refused("xid", {"window_s": "0"}) == "parameter window_s: 0 is outside [1, 2.592e+06]"
+    assert refused("xid", {"window_s": "600"}) is None
 
 
 def test_a_check_past_its_timeout_is_an_error_and_later_ones_skip_as_busy(monkeypatch):

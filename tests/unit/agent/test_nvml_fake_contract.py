@@ -7,7 +7,7 @@ import inspect
 import pynvml
 import pytest
 
-from plumb.agent.simulate.nvml import FakeHandle, FakeNvml, MemoryInfo, PciInfo
+from plumb.agent.simulate.nvml import EventData, FakeHandle, FakeNvml, MemoryInfo, PciInfo
 from plumb.agent.simulate.profile import load_profile, shipped_profiles
 
 FAKE_FUNCTIONS = sorted(
@@ -35,8 +35,10 @@ def test_each_fake_function_matches_pynvml_signature(name):
 def test_fake_structs_have_pynvml_struct_fields():
     pci = {name for name, _ in pynvml.nvmlPciInfo_t._fields_}
     memory = {name for name, _ in pynvml.c_nvmlMemory_t._fields_}
+    event = {name for name, _ in pynvml.c_nvmlEventData_t._fields_}
     assert set(PciInfo.__dataclass_fields__) <= pci
     assert set(MemoryInfo.__dataclass_fields__) <= memory
+    assert set(EventData.__dataclass_fields__) == event
 
 
 def _raised(call) -> BaseException:

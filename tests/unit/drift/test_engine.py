@@ -68,7 +68,7 @@ def evaluate(engine: DriftEngine, facts, node="n1", majorities=None):
 
 @pytest.fixture
 def engine() -> DriftEngine:
-    return DriftEngine(CATALOG.drift, Clock())
+    return DriftEngine(CATALOG.drift, Clock(), xids=CATALOG.xids)
 
 
 def kinds(engine: DriftEngine) -> set[tuple[str, str, str]]:
@@ -185,7 +185,7 @@ def test_a_changed_observation_closes_and_reopens_so_each_transition_is_kept(eng
 def test_restored_findings_that_still_hold_keep_their_identity(engine):
     evaluate(engine, h100_facts())
     opened = evaluate(engine, h100_facts(**{"driver.driver_version": "595.45.04"})).opened
-    restarted = DriftEngine(CATALOG.drift, Clock())
+    restarted = DriftEngine(CATALOG.drift, Clock(), xids=CATALOG.xids)
     restarted.restore(opened, dict(engine.baselines))
     result = evaluate(restarted, h100_facts(**{"driver.driver_version": "595.45.04"}))
     assert not result.opened and not result.closed and result.baseline is None

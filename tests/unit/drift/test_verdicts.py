@@ -129,7 +129,7 @@ def verdict(engine: DriftEngine, facts, node="n1", majorities=None):
 
 
 def fresh() -> DriftEngine:
-    return DriftEngine(CATALOG.drift, Clock())
+    return DriftEngine(CATALOG.drift, Clock(), xids=CATALOG.xids)
 
 
 def test_l40s_on_a_newer_driver_from_the_operator_is_one_warning_never_critical():

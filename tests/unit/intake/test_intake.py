@@ -71,9 +71,8 @@ def h100(driver: str = RECIPE_DRIVER, gpus: int = 2) -> dict[str, Reading]:
 def make(writer: RecordingWriter | None = None):
     clock = Clock()
     state = LiveState()
-    evaluator = Evaluator(
-        state, ResolutionCache(CATALOG), RecipeSettings(), DriftEngine(CATALOG.drift, clock)
-    )
+    drift = DriftEngine(CATALOG.drift, clock, xids=CATALOG.xids)
+    evaluator = Evaluator(state, ResolutionCache(CATALOG), RecipeSettings(), drift)
     counted: list[Transitions] = []
     writer = writer or RecordingWriter()
     intake = Intake(
