@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint unit integration proto bench clean
+.PHONY: demo test lint unit integration proto bench images clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -41,6 +41,17 @@ integration: $(STAMP)
 
 proto: $(STAMP)
 	scripts/gen-proto.sh
+
+# The agent and aggregator images (Dockerfile targets), labelled with this version and commit.
+VERSION  = $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+REVISION = $(shell git rev-parse HEAD 2>/dev/null)
+IMAGE   ?= ghcr.io/plumb-dev/plumb
+
+images:
+	for target in agent aggregator; do \
+	  docker build --target $$target --build-arg VERSION=$(VERSION) \
+	    --build-arg REVISION=$(REVISION) -t $(IMAGE)-$$target:$(VERSION) . || exit 1; \
+	done
 
 bench: $(STAMP)
 	$(BIN)/python bench/fact_to_metric.py

@@ -11,9 +11,12 @@ from plumb.aggregator.cli.app import app, out
 
 @app.command()
 def demo(
-    keep: Annotated[bool, typer.Option(help="keep running until Ctrl-C after the tour")] = False,
+    once: Annotated[
+        bool, typer.Option(help="stop everything after the tour instead of at Ctrl-C (for CI)")
+    ] = False,
 ) -> None:
-    """Start an aggregator and six simulated GPU nodes, and show a driver upgrade arrive."""
+    """Start an aggregator and six simulated GPU nodes, show a driver upgrade arrive, and keep
+    them up until Ctrl-C."""
     from plumb.aggregator.cli.tour import run_demo
 
-    raise typer.Exit(run_demo(out, keep=keep))
+    raise typer.Exit(run_demo(out, once=once))

@@ -52,6 +52,20 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
+def _command(name: str) -> str:
+    """How a person runs the console script `name` from here: the bare name when the shell
+    finds this one (an active venv), else its path, relative when under the working directory
+    (`.venv/bin/plumb` from a checkout after `make demo`)."""
+    path = Path(_bin(name))
+    found = shutil.which(name)
+    if found is not None and Path(found).resolve() == path.resolve():
+        return name
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _wait(what: str, check: Callable[[], bool], timeout_s: float = _TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -172,8 +186,9 @@ def _profile_copy(name: str, node: str, workdir: Path) -> Path:
     return dst
 
 
-def run_demo(out: Console, *, keep: bool = False) -> int:
-    """Run the tour; returns the exit code."""
+def run_demo(out: Console, *, once: bool = False) -> int:
+    """Run the tour, then keep everything up until Ctrl-C (or SIGTERM), unless `once`;
+    returns the exit code."""
     workdir = Path(tempfile.mkdtemp(prefix="plumb-demo-"))
     grpc_port, http_port = _free_ports(2)
     grpc_addr = f"127.0.0.1:{grpc_port}"
@@ -245,6 +260,10 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
         _bundle(out, base, workdir)
         _validate(out, base, profiles[DEGRADED_NODE], admin_env)
 
+        if once:
+            out.print("\nstopping the aggregator and the agents (--once)…")
+            return 0
+        plumb = _command("plumb")
         node_url = f"{base}/v1/nodes/{UPGRADED_NODE}"
         tries = [
             f"{base}/  (the fleet page)",
@@ -256,18 +275,16 @@ def run_demo(out: Console, *, keep: bool = False) -> int:
             f"{base}/v1/snapshot?format=yaml",
             f"{base}/metrics",
             f"{base}/docs",
-            f"plumb nodes --server {base}",
-            f"plumb drift --server {base}",
-            f"plumb recipe --node {UPGRADED_NODE} --server {base}",
-            f"PLUMB_API_TOKEN_FILE={admin_token} plumb validate --server {base}",
+            f"{plumb} nodes --server {base}",
+            f"{plumb} drift --server {base}",
+            f"{plumb} recipe --node {UPGRADED_NODE} --server {base}",
+            f"PLUMB_API_TOKEN_FILE={admin_token} {plumb} validate --server {base}",
         ]
-        out.print("\n[bold]Try[/]\n  " + "\n  ".join(tries), highlight=False)
-        if keep:
-            out.print("\nRunning until Ctrl-C…")
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        else:
-            out.print("\n(`plumb demo --keep` leaves it running for you to explore.)")
+        out.print("\n[bold]Try[/]")
+        out.print("  " + "\n  ".join(tries), markup=False, highlight=False)
+        out.print("\nRunning until Ctrl-C…")
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
         out.print("stopping the aggregator and the agents…")
-    out.print("done. Next: `make test`, or `plumb serve` and `plumb-agent --simulate dgx-h100`.")
+    out.print('done. Next: the README\'s "Running it", or `make test`.')
     return 0

@@ -1,7 +1,10 @@
 """Every `plumb_` series: ingest counters, and per-node series read from live state at scrape.
 
-Versions appear only as labels of `_info` gauges; every node series has a `node` label.
-Each aggregator builds its own CollectorRegistry, so tests never share one.
+Versions appear only as labels of `_info` gauges; every node series has a `node` label, and
+per-GPU series carry dcgm-exporter's GPU labels (`gpu`, `UUID`, `pci_bus_id`), so `on (UUID)`
+joins them with its series without a label_replace. The GPU's name is `model_name`, as in
+dcgm-exporter's NVLink series: its GPU series' `modelName` is camelCase, which promtool's lint
+refuses. Each aggregator builds its own CollectorRegistry, so tests never share one.
 """
 
 from __future__ import annotations
@@ -9,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Info, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -90,6 +101,7 @@ class NodeSeries:
     # (name, help, type) in the order rendered; _info families are gauges in this format.
     FAMILIES = (
         ("plumb_node_info", "GPU software stack per node.", "gauge"),
+        ("plumb_node_gpus", "GPUs the node's agent reports.", "gauge"),
         ("plumb_agent_connected", "1 while the node's agent has a stream open.", "gauge"),
         (
             "plumb_node_last_report_timestamp_seconds",
@@ -109,14 +121,14 @@ class NodeSeries:
         self._cache: dict[str, _NodeLines] = {}
 
     def render(self) -> bytes:
-        """The six node families as text exposition format 0.0.4."""
+        """The node families as text exposition format 0.0.4."""
         ev = self._evaluator
         per_node: dict[str, dict[str, int]] = {}
         for f in ev.drift.open_findings():
             sev = per_node.setdefault(f.node, {})
             sev[f.severity] = sev.get(f.severity, 0) + 1
         parts: list[list[str]] = [[] for _ in self.FAMILIES]
-        info, connected, last, gpus, counts, recipes = parts
+        info, gpu_counts, connected, last, gpus, counts, recipes = parts
         cache: dict[str, _NodeLines] = {}
         for node in self._state.nodes():
             if not self._membership.exports(node):
@@ -132,6 +144,7 @@ class NodeSeries:
                 lines.render_drift(resolution, found)
             cache[node.name] = lines
             info.append(lines.info)
+            gpu_counts.append(lines.gpu_count)
             connected.append(lines.connected)
             if node.last_report_at is not None:
                 last.append(
@@ -156,6 +169,7 @@ class _NodeLines:
         "drift_key",
         "facts_key",
         "findings",
+        "gpu_count",
         "gpus",
         "info",
         "last_prefix",
@@ -179,12 +193,12 @@ class _NodeLines:
                 "driver_version": s.driver_version or "",
                 "cuda_driver_version": s.cuda_driver_version or "",
                 "gpu_product": s.gpu_product or "",
-                "gpu_count": str(s.gpu_count),
                 "kernel": s.kernel or "",
                 "os": s.os or "",
             },
             1.0,
         )
+        lines.gpu_count = _line("plumb_node_gpus", {"node": s.name}, float(s.gpu_count))
         lines.connected = _line(
             "plumb_agent_connected", {"node": s.name}, 1.0 if s.connected else 0.0
         )
@@ -192,11 +206,12 @@ class _NodeLines:
         lines.gpus = "".join(
             _line(
                 "plumb_gpu_info",
-                {
+                {  # dcgm-exporter's join labels, beside Plumb's `node`
                     "node": s.name,
                     "gpu": str(g.value("index")),
-                    "uuid": g.text("uuid") or "",
-                    "product": g.text("name") or "",
+                    "UUID": g.text("uuid") or "",
+                    "pci_bus_id": g.text("pci_bus_id") or "",
+                    "model_name": g.text("name") or "",
                 },
                 1.0,
             )
@@ -455,11 +470,15 @@ class MetricsPage:
 
 
 def new_registry(writer: Writer) -> CollectorRegistry:
-    """A fresh registry with the build info and the write path's health.
+    """A fresh registry with the build info, the write path's health, and the process's own
+    `process_*` and `python_*` series (as prometheus_client's default registry has them).
 
     The per-node families are not in the registry: NodeSeries renders them beside it.
     """
     registry = CollectorRegistry()
     Info("plumb_build", "Plumb aggregator build.", registry=registry).info({"version": __version__})
     registry.register(StoreCollector(writer))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
     return registry

@@ -49,11 +49,12 @@ def test_a_profile_edit_reaches_history_and_metrics(aggregator, start_agent):
     samples = scrape(aggregator)
     (info,) = [lb for n, lb, _ in samples if n == "plumb_node_info" and lb["node"] == "upgrading"]
     assert info["driver_version"] == "570.124.06"
-    assert info["gpu_count"] == "8" and info["gpu_product"] == "NVIDIA H100 80GB HBM3"
+    assert info["gpu_product"] == "NVIDIA H100 80GB HBM3"
+    assert ("plumb_node_gpus", {"node": "upgrading"}, 8.0) in samples
     assert ("plumb_agent_connected", {"node": "upgrading"}, 1.0) in samples
     gpus = [lb for n, lb, _ in samples if n == "plumb_gpu_info" and lb["node"] == "upgrading"]
     assert sorted(int(g["gpu"]) for g in gpus) == list(range(8))
-    assert all(g["uuid"].startswith("GPU-") for g in gpus)
+    assert all(g["UUID"].startswith("GPU-") and g["pci_bus_id"] for g in gpus)
     assert any(
         n == "plumb_ingest_messages_total" and lb == {"type": "delta"} and v >= 1
         for n, lb, v in samples

@@ -2,9 +2,10 @@
 
 A real aggregator with simulated agents (one drifted, one validation run finished) is scraped
 by the real Prometheus of prom_fixture, with deploy/prometheus/rules.yml loaded so the recording
-rules the panels use exist. Dashboard variables become match-all (`$node` → `.*`). Each
-expression must return data, except the benchmark panel: simulated nodes skip benchmarks, so
-its query must only be valid PromQL.
+rules the panels use exist. `$job` is the fixture's scrape job (one chosen job); the other
+variables match all, as "All" does (`$node` and `$cluster` → `.*`, as on a Prometheus that
+scrapes one cluster and adds no `cluster` label). Each expression must return data, except the
+benchmark panel: simulated nodes skip benchmarks, so its query must only be valid PromQL.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def panels(dashboard: dict) -> list[dict]:
 
 
 def concrete(expr: str) -> str:
-    """The expression with dashboard variables replaced as 'All' would."""
-    builtins = {"__rate_interval": "1m", "__interval": "15s", "__range": "5m"}
+    """The expression with the job prom_fixture scrapes chosen, other variables as 'All'."""
+    builtins = {"__rate_interval": "1m", "__interval": "15s", "__range": "5m", "job": "plumb"}
     return VARIABLE.sub(lambda m: builtins.get(m.group(1), ".*"), expr)
 
 
@@ -42,14 +43,19 @@ def test_the_dashboard_is_well_formed() -> None:
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     names = {v["name"] for v in dashboard["templating"]["list"]}
-    assert {"datasource", "node"} <= names
+    assert {"datasource", "cluster", "job", "node"} <= names
     for panel in panels(dashboard):
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"] and panel.get("description"), panel["title"]
         for target in panel["targets"]:
             assert target["expr"] and target["refId"], panel["title"]
-            # Every node series the dashboard reads comes from Plumb.
+            # Every node series the dashboard reads comes from Plumb, of the chosen cluster and
+            # job (a Prometheus may scrape several Plumb installations).
             assert "plumb_" in target["expr"], target["expr"]
+            for selector in ('cluster=~"$cluster"', 'job=~"$job"'):
+                assert target["expr"].count(selector) == target["expr"].count("plumb_"), target[
+                    "expr"
+                ]
 
 
 def test_every_panel_query_returns_data_while_the_fleet_runs(

@@ -1,8 +1,10 @@
-"""The built wheel, installed into fresh venvs: the agent alone, and with the aggregator extra.
+"""The built wheel, installed into fresh venvs: the agent alone, and with the aggregator extra;
+and the Dockerfile's two images, which install that wheel the same two ways.
 
 Offline: the wheel installs with --no-deps, and each venv reaches exactly the distributions its
 extras need (resolved from the wheel's own metadata) through a .pth file onto links into this
-venv's site-packages, so the agent-only venv really lacks the aggregator's dependencies.
+venv's site-packages, so the agent-only venv really lacks the aggregator's dependencies. No
+image is built here (no container daemon): the Dockerfile is read for what each target installs.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import email
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 # What the sdist of a checkout holds: everything the build reads.
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "agent", "aggregator", "proto", "recipes")
+
+# Dockerfile target: (the extras its venv installs, the command it runs).
+IMAGES = {"agent": ("", "plumb-agent"), "aggregator": ("[aggregator]", "plumb")}
 
 pytestmark = pytest.mark.integration
 
@@ -157,6 +163,83 @@ def test_agent_alone_runs_and_says_its_version(agent_only, tmp_path):
     result = run(agent_only, "plumb-agent", "--simulate", "l4", "--once", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["node_name"] == "sim-l4"
+
+
+def test_the_agent_alone_has_none_of_the_aggregator_s_dependencies(agent_only, tmp_path):
+    for module in ("fastapi", "sqlalchemy", "uvicorn", "prometheus_client", "typer"):
+        check = run(agent_only, "python", "-c", f"import {module}", cwd=tmp_path)
+        assert "ModuleNotFoundError" in check.stderr, module
+
+
+def dockerfile_stages() -> dict[str, list[str]]:
+    """The Dockerfile's stages by name: each a list of instructions, continuations joined."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    stages: dict[str, list[str]] = {}
+    lines: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if match := re.fullmatch(r"FROM (\S+) AS (\S+)", line):
+            lines = stages[match[2]] = [line]
+        else:
+            lines.append(line)
+    return stages
+
+
+def from_of(stage: list[str]) -> str:
+    return stage[0].split()[1]
+
+
+@pytest.mark.parametrize("target", IMAGES)
+def test_each_image_installs_the_wheel_with_its_own_extras(target):
+    extras, command = IMAGES[target]
+    stages = dockerfile_stages()
+    image = stages[target]
+    (copy,) = [i for i in image if i.startswith("COPY --from=")]
+    venv_stage = stages[copy.split()[1].removeprefix("--from=")]
+    assert copy.split()[2:] == ["/opt/plumb", "/opt/plumb"]
+    installs = [i for i in venv_stage if "pip install" in i]
+    assert installs, venv_stage
+    # The wheel ("$1", set to its path) is the one thing installed, with exactly these extras.
+    assert re.findall(r"pip install (\S+)", " ".join(installs)) == [f'"$1{extras}"']
+    assert f'ENTRYPOINT ["{command}"]' in image
+    # Non-root with the uid and gid the chart's runAsUser and runAsGroup name.
+    assert "USER 65532:65532" in image
+
+
+def test_every_image_is_pinned_labelled_and_built_from_what_the_build_context_holds():
+    stages = dockerfile_stages()
+    text = (ROOT / "Dockerfile").read_text()
+    (base,) = re.findall(r"^ARG BASE=(\S+)$", text, re.M)
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", base), base
+    for name, stage in stages.items():
+        assert from_of(stage) == "${BASE}" or from_of(stage) in stages, name
+    runtime = stages["runtime"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert f'org.opencontainers.image.licenses="{project["license"]}"' in " ".join(runtime)
+    for target in IMAGES:
+        assert from_of(stages[target]) == "runtime"
+        labels = " ".join(i for i in stages[target] + runtime if i.startswith("LABEL"))
+        keys = set(re.findall(r"org\.opencontainers\.image\.(\w+)=", labels))
+        assert keys == {"source", "version", "revision", "licenses", "title", "description"}
+    assert 'org.opencontainers.image.version="${VERSION}"' in " ".join(runtime)
+    # `make images` fills VERSION from pyproject.toml and REVISION from git.
+    assert "--build-arg VERSION=$(VERSION)" in (ROOT / "Makefile").read_text()
+    # The build context (.dockerignore: everything but a list) holds what the Dockerfile copies.
+    allowed = {
+        line[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    copied = {
+        src
+        for stage in stages.values()
+        for i in stage
+        if i.startswith("COPY ") and "--from=" not in i
+        for src in i.split()[1:-1]
+    }
+    assert copied == allowed == set(SOURCES)
 
 
 def test_plumb_without_the_extra_names_the_extra_to_install(agent_only, tmp_path):

@@ -17,10 +17,13 @@ NO_VERDICTS = SimpleNamespace(drift=SimpleNamespace(open_findings=lambda: []), r
 
 
 def _facts(driver: str) -> dict[str, wire.Reading]:
+    # GPU 0 of tests/data/real/qx-b200.xml
     return {
         "driver.driver_version": wire.Reading.ok(driver),
         "gpus[0].index": wire.Reading.ok(0),
-        "gpus[0].name": wire.Reading.ok("NVIDIA H100 80GB HBM3"),
+        "gpus[0].name": wire.Reading.ok("NVIDIA B200"),
+        "gpus[0].uuid": wire.Reading.ok("GPU-00000000-0000-0000-0000-000000000000"),
+        "gpus[0].pci_bus_id": wire.Reading.ok("00000000:8F:00.0"),
     }
 
 
@@ -48,10 +51,17 @@ def test_a_scrape_follows_facts_connection_and_report_time():
     first = _samples(series)
     assert _info(first, "n1")["driver_version"] == "570.1"
     assert first[("plumb_agent_connected", (("node", "n1"),))] == 0.0
-    assert (
-        "plumb_gpu_info",
-        (("gpu", "0"), ("node", "n1"), ("product", "NVIDIA H100 80GB HBM3"), ("uuid", "")),
-    ) in first
+    # dcgm-exporter's label names, so `on (UUID)` joins its series with these.
+    gpu_labels = {
+        "node": "n1",
+        "gpu": "0",
+        "UUID": "GPU-00000000-0000-0000-0000-000000000000",
+        "pci_bus_id": "00000000:8F:00.0",
+        "model_name": "NVIDIA B200",
+    }
+    assert first[("plumb_gpu_info", tuple(sorted(gpu_labels.items())))] == 1.0
+    assert first[("plumb_node_gpus", (("node", "n1"),))] == 1.0
+    assert "gpu_count" not in _info(first, "n1")  # a count is a gauge, not a label
 
     node.facts = _facts("580.2")
     node.content_hash = wire.content_hash(node.facts)

@@ -68,11 +68,11 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 # charts take them, plus the ServiceMonitor's scrape options and the Grafana dashboard.
 EMBEDDED: dict[str, Any] = {
     "global": {"imagePullSecrets": ["umbrella-pull"], "storageClass": "fast"},
-    "image": {"digest": DIGEST},
     "imagePullSecrets": [{"name": "regcred"}],
     "commonLabels": {"team": "gpu-platform", "app.kubernetes.io/name": "ignored"},
     "logFormat": "text",
     "agent": {
+        "image": {"repository": "ghcr.io/plumb-dev/plumb-agent", "digest": DIGEST},
         "nodeSelector": {"node-role.example.com/gpu": "true"},
         "affinity": {
             "podAntiAffinity": {
@@ -98,6 +98,7 @@ EMBEDDED: dict[str, Any] = {
         "securityContext": {"readOnlyRootFilesystem": False},
     },
     "aggregator": {
+        "image": {"repository": "ghcr.io/plumb-dev/plumb-aggregator", "digest": DIGEST},
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "example.com/infra", "operator": "Exists", "effect": "NoSchedule"}],
         "priorityClassName": "infra-high",

@@ -503,9 +503,47 @@ def test_extra_env_volumes_and_security_contexts_reach_the_pod(
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert c["securityContext"].items() >= values["securityContext"].items()
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
-    assert c["image"] == f"ghcr.io/plumb-dev/plumb@{DIGEST}"
+    assert c["image"] == f"ghcr.io/plumb-dev/plumb-{component}@{DIGEST}"
     assert spec["imagePullSecrets"] == [{"name": "umbrella-pull"}, {"name": "regcred"}]
     assert env_of(c)["PLUMB_LOG_FORMAT"]["value"] == "text"
+
+
+def images(objects: list[dict[str, Any]], find_object) -> dict[str, tuple[str, str]]:
+    """Each component's (image, imagePullPolicy)."""
+    return {
+        component: (c["image"], c["imagePullPolicy"])
+        for component, kind in (("agent", "DaemonSet"), ("aggregator", "Deployment"))
+        for c in [container(objects, kind, find_object)]
+    }
+
+
+def test_each_component_runs_its_own_image_at_the_chart_version(render, find_object):
+    # Chart.yaml appVersion is 0.1.0; the Dockerfile's two targets are the two images.
+    assert images(render(), find_object) == {
+        "agent": ("ghcr.io/plumb-dev/plumb-agent:0.1.0", "IfNotPresent"),
+        "aggregator": ("ghcr.io/plumb-dev/plumb-aggregator:0.1.0", "IfNotPresent"),
+    }
+
+
+def test_the_shared_image_values_are_defaults_each_component_overrides(render, find_object):
+    values = {
+        "image": {"tag": "0.2.0", "pullPolicy": "Always"},
+        "agent": {"image": {"repository": "registry.example/plumb-agent", "tag": "0.2.1"}},
+        "aggregator": {"image": {"repository": "registry.example/agg", "pullPolicy": "Never"}},
+    }
+    assert images(render(values), find_object) == {
+        "agent": ("registry.example/plumb-agent:0.2.1", "Always"),
+        "aggregator": ("registry.example/agg:0.2.0", "Never"),
+    }
+
+
+def test_a_set_image_repository_is_the_one_image_of_both_as_before(render, find_object):
+    digest = "sha256:" + "fedcba9876543210" * 4
+    values = {"image": {"repository": "registry.example/plumb", "digest": digest}}
+    assert images(render(values), find_object) == {
+        "agent": (f"registry.example/plumb@{digest}", "IfNotPresent"),
+        "aggregator": (f"registry.example/plumb@{digest}", "IfNotPresent"),
+    }
 
 
 def test_both_processes_log_json_by_default(render, find_object, monkeypatch):
@@ -533,6 +571,10 @@ def test_service_monitor_takes_relabelings_and_scrape_options(render, find_objec
     [
         {"logFormat": "xml"},
         {"image": {"digest": "latest"}},
+        {"image": {"digest": DIGEST}},
+        {"agent": {"image": {"repository": "x", "digest": "latest"}}},
+        {"aggregator": {"image": {"repository": "x", "tag": "has space"}}},
+        {"aggregator": {"image": {"repository": "", "tag": "1"}}},
         {"commonLabels": {"team": "has spaces"}},
         {"agent": {"podLabels": {"bad key!": "x"}}},
         {"agent": {"extraEnv": [{"value": "no name"}]}},
@@ -540,7 +582,20 @@ def test_service_monitor_takes_relabelings_and_scrape_options(render, find_objec
         {"serviceMonitor": {"scrapeTimeout": "ten seconds"}},
         {"grafanaDashboard": {"labels": {"grafana_dashboard": 1}}},
     ],
-    ids=["log-format", "digest", "label-value", "label-key", "env", "mount", "timeout", "dash"],
+    ids=[
+        "log-format",
+        "digest",
+        "digest-of-no-repository",
+        "agent-digest",
+        "aggregator-tag",
+        "aggregator-repository",
+        "label-value",
+        "label-key",
+        "env",
+        "mount",
+        "timeout",
+        "dash",
+    ],
 )
 def test_schema_rejects_bad_embedding_values(helm, values_file, bad):
     result = helm("template", "plumb", str(CHART), "-f", str(values_file(bad)), check=False)

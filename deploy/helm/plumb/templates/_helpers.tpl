@@ -63,13 +63,29 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: aggregator
 {{- end }}
 
-{{/* repository@digest when image.digest is set, else repository:tag (default appVersion). */}}
+{{/* A component's image, called with (list $ .Values.agent.image): repository@digest when a
+     digest is set, else repository:tag (its tag, else image.tag, else the appVersion). A set
+     image.repository is the one image of both components, with image.digest. */}}
 {{- define "plumb.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
-{{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $ctx := index . 0 }}
+{{- $own := index . 1 }}
+{{- $shared := $ctx.Values.image | default dict }}
+{{- $repository := $own.repository }}
+{{- $digest := $own.digest }}
+{{- if $shared.repository }}
+{{- $repository = $shared.repository }}
+{{- $digest = $shared.digest }}
 {{- end }}
+{{- if $digest }}
+{{- printf "%s@%s" $repository $digest }}
+{{- else }}
+{{- printf "%s:%s" $repository ($own.tag | default $shared.tag | default $ctx.Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* A component's pull policy, called with (list $ .Values.agent.image). */}}
+{{- define "plumb.imagePullPolicy" -}}
+{{- (index . 1).pullPolicy | default ((index . 0).Values.image).pullPolicy | default "IfNotPresent" }}
 {{- end }}
 
 {{/* imagePullSecrets and an umbrella chart's global.imagePullSecrets (names or {name: }). */}}

@@ -1,0 +1,39 @@
+"""`plumb demo --once`: the whole tour against real processes, then everything stops.
+
+What the tour must show comes from tour.py's story: a driver upgrade on eks-h100-1 opens
+critical drift and its rollback closes it, a Helm bundle verifies, and gke-a100-2 (ECC errors,
+slow NCCL) fails validation. Staying up until Ctrl-C is covered by test_readme.py (`make demo`).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import httpx
+import pytest
+from conftest import BIN, ENV
+from timeouts import scaled
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_demo_runs_through_and_stops_everything_with_once(tmp_path):
+    result = subprocess.run(
+        [str(BIN / "plumb"), "demo", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=scaled(240),
+        cwd=tmp_path,
+        env={**ENV, "COLUMNS": "200"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "drift detected in" in out
+    assert "drift cleared:" in out
+    assert re.search(r"^OK: \d+ files match checksums.txt$", out, re.M)  # plumb verify
+    assert "exit code 1: non-zero because gke-a100-2 failed" in out
+    assert "Running until Ctrl-C" not in out and "Try" not in out  # no links to a stopped server
+    (base,) = re.findall(r"HTTP (http://127\.0\.0\.1:\d+)", out)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base}/readyz", timeout=5)

@@ -1,0 +1,76 @@
+"""A live `plumb serve` /metrics page with nodes: clean for `promtool check metrics`, GPU series
+joinable with dcgm-exporter's, counts as gauges, and the process's own series.
+
+Expected GPU labels are written by hand from tests/data/real/qx-b200.xml (GPU 0) and from
+dcgm-exporter's label names (`gpu`, `UUID`, `pci_bus_id`; `model_name` as in its NVLink series).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BIN, ENV, scrape, stop, until
+
+CAPTURE = Path(__file__).resolve().parents[1] / "data" / "real" / "qx-b200.xml"
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def b200(aggregator, tmp_path):
+    """The B200 capture replayed as node `b200`, plus a simulated H100 node beside it."""
+    capture = tmp_path / "b200.xml"
+    shutil.copy(CAPTURE, capture)
+    log = (tmp_path / "agent-b200.log").open("a")
+    argv = [str(BIN / "plumb-agent"), "--aggregator", aggregator.grpc, "--node-name", "b200"]
+    proc = subprocess.Popen(
+        [*argv, "--simulate", str(capture)], stdout=log, stderr=subprocess.STDOUT, env=ENV
+    )
+    yield aggregator
+    stop(proc)
+
+
+def test_the_page_with_nodes_passes_promtool_check_metrics(b200, start_agent):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (.ci/run installs Prometheus)")
+    h100 = start_agent(b200, "h100", "dgx-h100")
+    until(lambda: len(b200.json("/v1/nodes")) == 2, what="both nodes")
+    # A driver off its recipe, so the page has drift series too (the demo's upgrade).
+    h100.edit(lambda spec: spec["driver"].update(version="595.45.04"))
+    until(lambda: b200.json("/v1/drift", severity="critical"), what="critical drift")
+    page = b200.get("/metrics").text
+    assert "plumb_gpu_info{" in page and "plumb_node_drift{" in page
+    result = subprocess.run(
+        [promtool, "check", "metrics"], input=page, capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def test_gpu_series_join_dcgm_exporter_s_counts_are_gauges_and_the_process_shows(b200):
+    until(lambda: b200.node("b200"), what="the replayed B200 node")
+    samples = scrape(b200)
+    gpus = {lb["gpu"]: lb for name, lb, _ in samples if name == "plumb_gpu_info"}
+    assert len(gpus) == 8
+    assert gpus["0"] == {
+        "node": "b200",
+        "gpu": "0",
+        "UUID": "GPU-00000000-0000-0000-0000-000000000000",
+        "pci_bus_id": "00000000:8F:00.0",
+        "model_name": "NVIDIA B200",
+    }
+    assert gpus["1"]["pci_bus_id"] == "00000000:90:00.0"
+    assert ("plumb_node_gpus", {"node": "b200"}, 8.0) in samples
+    (info,) = [lb for name, lb, _ in samples if name == "plumb_node_info"]
+    assert "gpu_count" not in info
+    names = {name for name, _, _ in samples}
+    assert {
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+        "python_info",
+    } <= names
