@@ -163,7 +163,9 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_a_replayed_capture_gets_the_verdicts_an_sre_would_give(name, tmp_path):
     criteria, applied, constraints, expected = EXPECTED[name]
-    resolution, found = judge(DriftEngine(CATALOG.drift, Clock()), replay(REAL / name, tmp_path))
+    resolution, found = judge(
+        DriftEngine(CATALOG.drift, Clock(), xids=CATALOG.xids), replay(REAL / name, tmp_path)
+    )
     assert resolution.criteria == criteria
     assert resolution.applied == applied
     assert {c["name"]: c["status"] for c in resolution.constraints} == constraints
@@ -183,7 +185,7 @@ def test_the_l40s_on_an_operator_owned_driver_is_ahead_of_its_recipe_and_only_wa
     # remedies (roll back, or move the recipe), never a page.
     facts = replay(REAL / "qx-l40s.xml", tmp_path)
     facts["cluster.components.gpu_operator.version"] = Reading.ok("v26.7.0")
-    engine = DriftEngine(CATALOG.drift, Clock())
+    engine = DriftEngine(CATALOG.drift, Clock(), xids=CATALOG.xids)
     resolution, found = judge(engine, facts)
     assert resolution.driver_owner is not None and resolution.driver_owner.owner == "operator"
     assert found == [("recipe", "driver", "warning")]
@@ -205,7 +207,7 @@ def test_an_l40s_whose_link_drops_below_its_own_x8_gets_a_health_warning(tmp_pat
     # The g6e's x8 is its baseline and quiet; the same slot training down to x4 is a fault.
     capture = tmp_path / "l40s.xml"
     shutil.copy(REAL / "qx-l40s.xml", capture)
-    engine = DriftEngine(CATALOG.drift, Clock())
+    engine = DriftEngine(CATALOG.drift, Clock(), xids=CATALOG.xids)
     assert judge(engine, replay(capture, tmp_path / "work"))[1] == []
     edit(
         capture,
@@ -227,7 +229,7 @@ def test_an_h100_moved_to_an_old_driver_past_end_of_life_is_critical(tmp_path):
     # node's baseline, warnings to accept or roll back.
     capture = tmp_path / "h100.xml"
     shutil.copy(REAL / "qx-h100.xml", capture)
-    engine = DriftEngine(CATALOG.drift, Clock())
+    engine = DriftEngine(CATALOG.drift, Clock(), xids=CATALOG.xids)
     assert judge(engine, replay(capture, tmp_path / "work"))[1] == []
     edit(
         capture,

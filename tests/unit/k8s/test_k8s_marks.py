@@ -195,7 +195,10 @@ def test_gpu_health_is_fail_on_a_failed_critical_check_and_names_it():
     for name in ("bad", "meh", "ok", "never"):
         state.node(name, datetime(2026, 12, 1, tzinfo=UTC)).connected = True
     evaluator = Evaluator(
-        state, ResolutionCache(CATALOG), RecipeSettings(), DriftEngine(CATALOG.drift, lambda: None)
+        state,
+        ResolutionCache(CATALOG),
+        RecipeSettings(),
+        DriftEngine(CATALOG.drift, lambda: None, xids=CATALOG.xids),
     )
     checks = {
         "bad": [_result("bad", "ecc", "fail", message="2 uncorrected ECC errors on GPU 3"),
