@@ -321,7 +321,7 @@ def login_page(next_path: str, now: datetime, error: str | None = None) -> str:
     body = f"""
 <section class="login">
 <h1>Sign in</h1>
-<p>Paste an API token (a <code>NAME SCOPE TOKEN</code> line of the aggregator's tokens file).</p>
+<p>Paste your API token: the <code>TOKEN</code> of your line in the aggregator's tokens file.</p>
 {problem}<form method="post" action="/login" id="login">
 <input type="hidden" name="next" value="{e(next_path)}">
 <label for="token">Token</label>
