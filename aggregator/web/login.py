@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime
+from typing import Annotated
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from plumb.aggregator.api.access import Access, same_origin
@@ -59,9 +60,9 @@ async def _form(request: Request) -> dict[str, str] | None:
 
 
 @router.get("/login", response_class=HTMLResponse)
-async def login_form(next: str = "/") -> str:
-    """The sign-in form."""
-    return pages.login_page(_next(next), datetime.now(UTC))
+async def login_form(next_path: Annotated[str, Query(alias="next")] = "/") -> str:
+    """The sign-in form; `next` is the page to go on to."""
+    return pages.login_page(_next(next_path), datetime.now(UTC))
 
 
 @router.post("/login")
