@@ -369,9 +369,9 @@ async def serve(settings: AggregatorSettings) -> None:
             port=port,
             log_config=None,
             access_log=False,
-            # X-Forwarded-* only from the configured proxies; uvicorn trusts loopback otherwise.
-            proxy_headers=bool(settings.api.trusted_proxies),
-            forwarded_allow_ips=settings.api.trusted_proxies,
+            # The app applies X-Forwarded-* from api.trusted_proxies itself (api/access.py
+            # TrustedProxies); uvicorn's own would trust loopback and hide the direct peer.
+            proxy_headers=False,
             ssl_certfile=settings.tls.cert_file,
             ssl_keyfile=settings.tls.key_file,
         )

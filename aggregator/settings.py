@@ -212,6 +212,25 @@ class ApiSettings(BaseModel):
     # e.g. ["10.0.0.0/8"] behind an ingress. None by default: any other client could name
     # a new address per request and so escape its rate bucket (docs/security.md).
     trusted_proxies: list[str] = []
+    # How long a web-page sign-in lasts (aggregator/api/sessions.py): a working day, so an SRE
+    # signs in once per shift, while a cookie copied off a machine is useless by the next.
+    session_lifetime_s: float = Field(8 * 3600.0, gt=0)
+    # A header naming the user an authenticating proxy in front (oauth2-proxy:
+    # X-Auth-Request-User, or X-Forwarded-User as its upstream) let through, believed only
+    # from trusted_proxies. None (the default): no proxy sign-in (docs/security.md).
+    auth_proxy_header: str | None = Field(None, min_length=1, max_length=128)
+    # The scope a proxy-signed-in user gets: read, as the page needs; admin makes every user
+    # the proxy admits an admin.
+    auth_proxy_scope: Literal["read", "admin"] = "read"
+
+    @model_validator(mode="after")
+    def _proxy_trusted(self) -> ApiSettings:
+        if self.auth_proxy_header and not self.trusted_proxies:
+            raise ValueError(
+                "api.auth_proxy_header needs api.trusted_proxies (PLUMB_API__TRUSTED_PROXIES): "
+                "from any other client the header is a claim anyone can make"
+            )
+        return self
 
 
 class TlsSettings(BaseModel):

@@ -9,16 +9,17 @@ logged with its traceback.
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
 from plumb.aggregator import __version__
 from plumb.aggregator.api import benchmarks, bundles, changes, drift, nodes, recipes, validations
-from plumb.aggregator.api.access import Access, ReadAccess
+from plumb.aggregator.api.access import Access, ReadAccess, SignInNeeded, TrustedProxies
 from plumb.aggregator.api.limits import BodyLimit
 from plumb.aggregator.core import Core
 from plumb.aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
@@ -57,7 +58,10 @@ def create_app(core: Core) -> FastAPI:
     app.state.core = core
     app.state.access = Access(core.settings.api)
     app.add_middleware(BodyLimit, max_bytes=core.settings.http_max_body_bytes)
-    # Every route needs the read scope; the routes that change state add AdminAccess.
+    if core.settings.api.trusted_proxies:
+        app.add_middleware(TrustedProxies, trusted=core.settings.api.trusted_proxies)
+    # Every route needs the read scope; the routes that change state add AdminAccess. The web
+    # router sets its own per route: pages send a browser to /login, which is open.
     for router in (
         nodes.router,
         bundles.router,
@@ -66,9 +70,13 @@ def create_app(core: Core) -> FastAPI:
         changes.router,
         validations.router,
         benchmarks.router,
-        web.router,
     ):
         app.include_router(router, dependencies=[ReadAccess])
+    app.include_router(web.router)
+
+    @app.exception_handler(SignInNeeded)
+    async def sign_in(_: Request, exc: SignInNeeded) -> RedirectResponse:
+        return RedirectResponse(f"/login?next={quote(exc.path, safe='/')}", status_code=303)
 
     @app.exception_handler(PlumbError)
     async def plumb_error(_: Request, exc: PlumbError) -> JSONResponse:

@@ -12,6 +12,7 @@ validations and accept baselines. Names appear in logs and rate-limit keys; toke
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,17 @@ class TokenTable:
             if hmac.compare_digest(given, token) and found is None:
                 found = caller
         return found
+
+    def session_key(self) -> bytes:
+        """A key for signing web sessions (aggregator/api/sessions.py), derived from every
+        token: replicas reading the same file agree on it, and any change of a token ends
+        every session signed with the old key."""
+        mac = hmac.new(b"plumb web session v1", digestmod=hashlib.sha256)
+        for token, caller in sorted(self._entries, key=lambda entry: entry[0]):
+            mac.update(
+                b"%d:%s %s %s\n" % (len(token), token, caller.name.encode(), caller.scope.encode())
+            )
+        return mac.digest()
 
 
 def load_tokens(path: Path) -> TokenTable:

@@ -1,4 +1,4 @@
-"""The web page served at `/`: fleet overview and node pages, read scope only."""
+"""The web page served at `/`: fleet overview and node pages (read scope), and its sign-in."""
 
 from plumb.aggregator.web.routes import router
 

@@ -8,6 +8,7 @@ Every value from a node passes through `html.escape`: facts are whatever an agen
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from urllib.parse import quote
@@ -16,9 +17,26 @@ from plumb.aggregator import present
 from plumb.aggregator.present import SEVERITIES, age, severity_order
 from plumb.tree import leaves
 
-__all__ = ["fleet_page", "node_page", "not_found_page", "severity_order"]
+__all__ = [
+    "Account",
+    "fleet_page",
+    "login_page",
+    "node_page",
+    "not_found_page",
+    "severity_order",
+]
 
 REFRESH_MS = 2000  # the page re-fetches its fragment this often; a finding shows within ~2 s
+
+
+@dataclass(frozen=True)
+class Account:
+    """Who the page is shown to, for its header: a web session has a CSRF secret (and so a
+    log-out button); a user an auth proxy named has none (its proxy signs out)."""
+
+    name: str
+    scope: str
+    csrf: str | None = None
 
 
 def e(value: object) -> str:
@@ -58,13 +76,31 @@ def _link(name: str) -> str:
     return f'<a href="/nodes/{quote(name, safe="")}">{e(name)}</a>'
 
 
-def _layout(title: str, body: str, fragment_url: str, now: datetime) -> str:
+def _account(account: Account | None) -> tuple[str, str]:
+    """The header's sign-in block and the <meta> the page's own state changes read."""
+    if account is None:
+        return "", ""
+    who = f'<span class="who">{e(account.name)} · {e(account.scope)}</span>'
+    if account.csrf is None:
+        return f'<span class="account">{who}</span>', ""
+    return (
+        f'<form class="account" method="post" action="/logout">{who}'
+        f'<input type="hidden" name="csrf" value="{e(account.csrf)}">'
+        '<button type="submit" id="logout">Log out</button></form>',
+        f'<meta name="plumb-csrf" content="{e(account.csrf)}">\n',
+    )
+
+
+def _layout(
+    title: str, body: str, fragment_url: str, now: datetime, account: Account | None = None
+) -> str:
+    signed_in, meta = _account(account)
     return f"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{e(title)} · Plumb</title>
+{meta}<title>{e(title)} · Plumb</title>
 <link rel="stylesheet" href="/static/style.css">
 <script src="/static/app.js" defer></script>
 </head>
@@ -73,6 +109,7 @@ def _layout(title: str, body: str, fragment_url: str, now: datetime) -> str:
   <a class="brand" href="/">Plumb</a>
   <span class="tagline">live GPU software stack</span>
   <span id="live" class="live" data-state="static">as of {e(present.clock(now))}</span>
+  {signed_in}
 </header>
 <main id="content" data-fragment="{e(fragment_url)}" data-refresh-ms="{REFRESH_MS}">
 {body}
@@ -162,11 +199,16 @@ def _findings_list(findings: Iterable[dict], *, with_node: bool) -> str:
 
 
 def fleet_page(
-    rows: list[dict], findings: list[dict], now: datetime, *, fragment: bool = False
+    rows: list[dict],
+    findings: list[dict],
+    now: datetime,
+    *,
+    fragment: bool = False,
+    account: Account | None = None,
 ) -> str:
     """The fleet overview: summary cards, nodes (drifted first), pools, open findings."""
     body = _fleet_body(rows, findings, now)
-    return body if fragment else _layout("Fleet", body, "/ui/fleet", now)
+    return body if fragment else _layout("Fleet", body, "/ui/fleet", now, account)
 
 
 def _text(text: str, ok: bool) -> str:
@@ -260,13 +302,32 @@ def node_page(
     now: datetime,
     *,
     fragment: bool = False,
+    account: Account | None = None,
 ) -> str:
     """One node: summary, open findings with remediation, GPUs, history timeline, facts."""
     body = _node_body(detail, findings, history, now)
     url = f"/ui/nodes/{quote(detail['name'], safe='')}"
-    return body if fragment else _layout(detail["name"], body, url, now)
+    return body if fragment else _layout(detail["name"], body, url, now, account)
 
 
-def not_found_page(message: str, now: datetime) -> str:
+def not_found_page(message: str, now: datetime, account: Account | None = None) -> str:
     body = f'<p class="crumbs"><a href="/">Fleet</a></p><h1>Not found</h1><p>{e(message)}</p>'
-    return _layout("Not found", body, "", now)
+    return _layout("Not found", body, "", now, account)
+
+
+def login_page(next_path: str, now: datetime, error: str | None = None) -> str:
+    """The sign-in form: an API token in, a session cookie out (web/login.py)."""
+    problem = f'<p class="error" id="login-error" role="alert">{e(error)}</p>' if error else ""
+    body = f"""
+<section class="login">
+<h1>Sign in</h1>
+<p>Paste your API token: the <code>TOKEN</code> of your line in the aggregator's tokens file.</p>
+{problem}<form method="post" action="/login" id="login">
+<input type="hidden" name="next" value="{e(next_path)}">
+<label for="token">Token</label>
+<input type="password" id="token" name="token" autocomplete="current-password" required>
+<button type="submit">Sign in</button>
+</form>
+</section>
+"""
+    return _layout("Sign in", body, "", now)

@@ -20,7 +20,7 @@ def _get(agg: Aggregator, path: str, token: str | None = None) -> httpx.Response
 def test_without_anonymous_read_every_query_needs_a_token_but_probes_and_metrics(tmp_path):
     agg = Aggregator(tmp_path, extra_env=NO_ANONYMOUS).start()
     try:
-        for path in ("/v1/nodes", "/v1/drift", "/v1/snapshot", "/"):
+        for path in ("/v1/nodes", "/v1/drift", "/v1/snapshot", "/ui/fleet"):
             resp = _get(agg, path)
             assert resp.status_code == 401, (path, resp.text)
             assert resp.headers["www-authenticate"] == 'Bearer realm="plumb"'
@@ -30,6 +30,10 @@ def test_without_anonymous_read_every_query_needs_a_token_but_probes_and_metrics
             assert _get(agg, path, READ_TOKEN).status_code == 200
         for path in ("/healthz", "/readyz", "/metrics"):
             assert _get(agg, path).status_code == 200, path
+        # A browser asking for the page is sent to the sign-in form instead.
+        page = _get(agg, "/")
+        assert page.status_code == 303 and page.headers["location"] == "/login?next=/"
+        assert _get(agg, "/", READ_TOKEN).status_code == 200
     finally:
         agg.stop()
 

@@ -17,6 +17,11 @@
   async function refresh() {
     try {
       const resp = await fetch(main.dataset.fragment, { cache: "no-store" });
+      if (resp.status === 401) {
+        // The sign-in expired or was dropped: sign in again, then come back here.
+        window.location.assign("/login?next=" + encodeURIComponent(window.location.pathname));
+        return;
+      }
       if (!resp.ok) throw new Error("HTTP " + resp.status);
       main.innerHTML = await resp.text();
       failures = 0;

@@ -1,5 +1,6 @@
 """Every route of the real app, walked from its route table: each one needs a token unless it
-is a probe or /metrics, and exactly the routes that change state need the admin scope.
+is a probe, /metrics, the web page's sign-in or its static files (web pages send a browser
+to /login instead of 401), and exactly the routes that change state need the admin scope.
 
 A route added without a scope, or a scope check removed, fails here.
 """
@@ -20,6 +21,14 @@ from plumb.aggregator.settings import AggregatorSettings
 
 ADMIN, READ = "admin-token-0123456789", "read-token-0123456789"
 OPEN = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+# The sign-in form and what it needs: answered without a token, never with the fleet.
+SIGN_IN = {
+    ("GET", "/login"),
+    ("POST", "/login"),
+    ("POST", "/logout"),
+    ("GET", "/static/{name}"),
+}
+PAGES = {("GET", "/"), ("GET", "/nodes/{name}")}
 ADMIN_ONLY = {
     ("POST", "/v1/validations"),
     ("POST", "/v1/nodes/{name}/baseline"),
@@ -75,6 +84,13 @@ async def test_every_route_but_the_probes_and_metrics_needs_a_token(app):
         if (method, path) in OPEN:
             assert resp.status_code == 200, (method, path, resp.text)
             continue
+        if (method, path) in SIGN_IN:
+            assert resp.status_code != 401 and "data-node" not in resp.text, (method, path)
+            continue
+        if (method, path) in PAGES:
+            assert resp.status_code == 303, (method, path, resp.status_code)
+            assert resp.headers["location"].startswith("/login?next=/"), (method, path)
+            continue
         assert resp.status_code == 401, (method, path, resp.status_code)
         assert resp.headers["www-authenticate"] == 'Bearer realm="plumb"'
         assert resp.json()["code"] == "unauthenticated" and resp.json()["hint"]
@@ -84,7 +100,7 @@ async def test_every_route_but_the_probes_and_metrics_needs_a_token(app):
 
 async def test_exactly_the_state_changing_routes_need_admin(app):
     needs_admin = set()
-    for method, path in _routes(app):
+    for method, path in sorted(set(_routes(app)) - SIGN_IN):
         resp = await _call(app, method, path, READ)
         assert resp.status_code != 401, (method, path)
         if resp.status_code == 403:

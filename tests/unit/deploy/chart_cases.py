@@ -62,6 +62,35 @@ SECURED: dict[str, Any] = {
 }
 
 
+# The Ingress in front of oauth2-proxy, as docs/security.md shows it: ingress-nginx asks
+# oauth2-proxy about each request and passes the user on; the aggregator believes the header
+# only from the controller's pod network.
+OAUTH2_PROXY: dict[str, Any] = {
+    "ingress": {
+        "enabled": True,
+        "className": "nginx",
+        "annotations": {
+            "nginx.ingress.kubernetes.io/backend-protocol": "HTTPS",
+            "nginx.ingress.kubernetes.io/auth-url": (
+                "http://oauth2-proxy.auth.svc.cluster.local/oauth2/auth"
+            ),
+            "nginx.ingress.kubernetes.io/auth-signin": (
+                "https://$host/oauth2/start?rd=$escaped_request_uri"
+            ),
+            "nginx.ingress.kubernetes.io/auth-response-headers": "X-Auth-Request-User",
+        },
+        "hosts": [{"host": "plumb.example.com", "paths": [{"path": "/", "pathType": "Prefix"}]}],
+        "tls": [{"secretName": "plumb-ingress-tls", "hosts": ["plumb.example.com"]}],
+    },
+    "aggregator": {
+        "extraEnv": [
+            {"name": "PLUMB_API__AUTH_PROXY_HEADER", "value": "X-Auth-Request-User"},
+            {"name": "PLUMB_API__TRUSTED_PROXIES", "value": '["10.0.0.0/8"]'},
+        ],
+    },
+}
+
+
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 # Every value an embedding chart sets on the pods, as the GPU Operator's and dcgm-exporter's

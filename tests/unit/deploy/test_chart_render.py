@@ -7,7 +7,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from chart_cases import ALL_ON, CHART, DIGEST, EMBEDDED, PERSISTENT, SECURED
+from chart_cases import ALL_ON, CHART, DIGEST, EMBEDDED, OAUTH2_PROXY, PERSISTENT, SECURED
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
@@ -26,6 +26,7 @@ CASES = {
     "sqlite-pvc": PERSISTENT,
     "secured": SECURED,
     "embedded": EMBEDDED,
+    "oauth2-proxy": OAUTH2_PROXY,
 }
 
 

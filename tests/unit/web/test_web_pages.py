@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from plumb.aggregator.web.pages import fleet_page, node_page
+from plumb.aggregator.web.pages import Account, fleet_page, login_page, node_page
 
 API = json.loads((Path(__file__).parents[1] / "cli" / "data" / "api.json").read_text())
 NOW = datetime(2026, 7, 1, 3, 0, 0, tzinfo=UTC)
@@ -42,3 +42,23 @@ def test_the_node_page_shows_gpus_findings_and_a_timeline() -> None:
     assert 'data-drifted="true"' in html
     assert "<code>driver.driver_version</code> 580.173.02 → <b>595.45.04</b>" in html
     assert 'data-fragment="/ui/nodes/node-b"' in html
+
+
+def test_the_header_names_the_signed_in_account_escaped_with_its_log_out_form() -> None:
+    account = Account('proxy:<img src=x onerror="alert(1)">', "read", csrf="c-s-r-f")
+    html = fleet_page([], [], NOW, account=account)
+    assert "<img" not in html and "proxy:&lt;img src=x" in html
+    assert '<form class="account" method="post" action="/logout">' in html
+    assert '<input type="hidden" name="csrf" value="c-s-r-f">' in html
+    assert '<meta name="plumb-csrf" content="c-s-r-f">' in html
+    proxied = fleet_page([], [], NOW, account=Account("proxy:alice", "read"))
+    assert "proxy:alice · read" in proxied and "/logout" not in proxied
+    assert "plumb-csrf" not in proxied
+
+
+def test_the_sign_in_form_keeps_where_to_go_escaped_and_shows_its_error() -> None:
+    html = login_page('/nodes/"><script>', NOW, error="That token is not known.")
+    assert '<input type="hidden" name="next" value="/nodes/&quot;&gt;&lt;script&gt;">' in html
+    assert '<p class="error" id="login-error" role="alert">That token is not known.</p>' in html
+    assert 'type="password" id="token" name="token"' in html
+    assert "login-error" not in login_page("/", NOW)
