@@ -11,6 +11,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -23,11 +24,11 @@ from plumb import tree
 from plumb.agent import __version__
 from plumb.agent.checks import CheckContext, CheckRunner
 from plumb.agent.checks.conformance import pci_scan
-from plumb.agent.collect import Sources, collect_all, real_sources
+from plumb.agent.collect import Sources, collect_all, real_sources, sensors
 from plumb.agent.settings import AgentSettings
 from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import ProfileError, profile_data, validate_profile
-from plumb.agent.stream import Collect, Identity, StreamClient
+from plumb.agent.stream import Collect, Identity, Sense, StreamClient
 from plumb.logs import LOG_FORMATS, configure_logging
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--once", action="store_true", help="print the facts as JSON and exit")
     p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between polls")
     p.add_argument("--heartbeat-interval", type=float, metavar="S", help="seconds per heartbeat")
+    p.add_argument(
+        "--sensor-interval", type=float, metavar="S", help="seconds between sensor reports"
+    )
     p.add_argument("--host-root", type=Path, help="where the host's / is mounted")
     p.add_argument(
         "--token-file", type=Path, help="credential for the aggregator, re-read per connection"
@@ -83,6 +87,7 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
         for k, v in {
             "poll_interval_s": args.poll_interval,
             "heartbeat_interval_s": args.heartbeat_interval,
+            "sensor_interval_s": args.sensor_interval,
         }.items()
         if v is not None
     }
@@ -91,8 +96,18 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
     return AgentSettings.model_validate(merged)
 
 
-def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
-    """The node name, its collector, and what its checks read: simulated or this host."""
+@dataclass(frozen=True)
+class LocalNode:
+    """The node this agent reports for: simulated or this host."""
+
+    name: str
+    collect: Collect  # its stack facts
+    sense: Sense  # its GPUs' sensor readings
+    checks: CheckContext  # what its checks read
+
+
+def make_node(settings: AgentSettings) -> LocalNode:
+    """The node this agent reports for: simulated or this host."""
     if settings.simulate:
         node = settings.node_name or f"sim-{Path(settings.simulate).stem}"
         workdir = settings.sim_workdir or Path(tempfile.mkdtemp(prefix=f"plumb-sim-{node}-"))
@@ -111,7 +126,7 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
             simulated=True,
             simulated_figures=lambda: sim.profile().benchmarks,
         )
-        return node, collect, ctx
+        return LocalNode(node, collect, lambda: sensors.read(sim.sources()), ctx)
     sources: Sources = real_sources(settings.host_root, tuple(settings.library_dirs))
 
     def collect_host() -> dict[str, wire.Reading]:
@@ -122,7 +137,8 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext]:
         nvml=lambda: pynvml,
         pci_gpu_count=lambda: pci_scan(settings.host_root / "sys"),
     )
-    return settings.node_name or socket.gethostname(), collect_host, ctx
+    name = settings.node_name or socket.gethostname()
+    return LocalNode(name, collect_host, lambda: sensors.read(sources), ctx)
 
 
 def channel_credentials(settings: AgentSettings) -> grpc.ChannelCredentials | None:
@@ -134,13 +150,12 @@ def channel_credentials(settings: AgentSettings) -> grpc.ChannelCredentials | No
 
 async def run(
     settings: AgentSettings,
-    node: str,
-    collect: Collect,
-    checks: CheckContext | None = None,
+    local: LocalNode,
     credentials: grpc.ChannelCredentials | None = None,
 ) -> None:
     """Stream until SIGTERM or SIGINT."""
-    facts = await asyncio.to_thread(collect)
+    node = local.name
+    facts = await asyncio.to_thread(local.collect)
     boot = facts.get("host.boot_id")
     identity = Identity(
         node_name=node,
@@ -151,15 +166,15 @@ async def run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = CheckRunner(checks) if checks is not None else None
     client = StreamClient(
         settings.aggregator,
         identity,
-        collect,
+        local.collect,
         settings.stream,
-        runner,
+        CheckRunner(local.checks),
         settings.read_token,
         credentials=credentials,
+        sense=local.sense,
     )
     log.info("agent started", extra={"node": node, "aggregator": settings.aggregator})
     await client.run(stop)
@@ -202,10 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
-        node, collect, checks = make_node(settings)
+        local = make_node(settings)
         if args.once:
-            facts = collect()
-            json.dump({"node_name": node, "facts": tree.nest(facts)}, sys.stdout, indent=2)
+            facts = local.collect()
+            json.dump({"node_name": local.name, "facts": tree.nest(facts)}, sys.stdout, indent=2)
             print()
             return 0
     except ProfileError as exc:
@@ -221,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    asyncio.run(run(settings, node, collect, checks, credentials))
+    asyncio.run(run(settings, local, credentials))
     return 0
 
 

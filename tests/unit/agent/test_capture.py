@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from plumb.agent import main as agent_main
-from plumb.agent.collect import collect_all
+from plumb.agent.collect import collect_all, sensors
 from plumb.agent.simulate import units
 from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import MAX_FILE_BYTES, ProfileError, read_profile
@@ -112,7 +112,6 @@ CAPTURES = {
         "power_limit_watts": 350.0,
         "clock_sm_max_mhz": 2520,
         "clock_memory_max_mhz": 9001,
-        "temperature_celsius": 29,
         "gsp_firmware_version": "595.91.07",
         "addressing_mode": "hmm",
         "c2c_mode_enabled": None,  # N/A
@@ -271,7 +270,9 @@ def test_editing_a_capture_changes_the_node(tmp_path):
 
     assert facts["driver.driver_version"].value == "580.95.05"
     assert facts["gpus[0].pcie_link_width_current"].value == 4
-    assert facts["gpus[0].temperature_celsius"].status == "error"  # replayed as NVML's Unknown
+    # Replayed as NVML's Unknown error: a sensor reading, so absent, and no fact at all.
+    assert sensors.read(sim.sources())[0].temperature_celsius is None
+    assert not any("temperature" in p for p in facts)
 
 
 def test_a_broken_capture_edit_keeps_the_last_good_one(tmp_path, caplog):
