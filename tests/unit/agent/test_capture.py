@@ -401,3 +401,23 @@ def test_values_parse_with_their_units():
 def test_a_value_in_the_wrong_form_is_refused_quoting_it(parse, text):
     with pytest.raises(units.ValueProblem, match=repr(text).replace("(", r"\(")):
         parse(text)
+
+
+def test_a_replayed_capture_reads_the_sensors_it_was_taken_with(tmp_path):
+    sim = Simulation(str(REAL / "qx-l40s.xml"), "real-0", tmp_path / "work")
+    (gpu,) = sensors.read(sim.sources())
+    # qx-l40s.xml: <gpu_temp>29 C, <instant_power_draw>66.16 W, <clocks> <sm_clock>2040 MHz,
+    # <mem_clock>9001 MHz, <utilization> 0 % and 0 %.
+    assert (gpu.temperature_celsius, gpu.power_draw_watts) == (29, 66.16)
+    assert (gpu.sm_clock_mhz, gpu.memory_clock_mhz) == (2040, 9001)
+    assert (gpu.gpu_utilization_ratio, gpu.memory_utilization_ratio) == (0.0, 0.0)
+
+
+def test_a_replayed_mock_nvml_config_reads_its_current_sensors(tmp_path):
+    sim = Simulation(str(REAL / "mock-nvml-config-h100.yaml"), "real-0", tmp_path / "work")
+    gpu = sensors.read(sim.sources())[0]
+    # mock-nvml-config-h100.yaml: temperature_gpu_c 34, current_draw_mw 95000, sm_current
+    # 345, memory_current 1593, utilization gpu 0 and memory 0.
+    assert (gpu.temperature_celsius, gpu.power_draw_watts) == (34, 95.0)
+    assert (gpu.sm_clock_mhz, gpu.memory_clock_mhz) == (345, 1593)
+    assert (gpu.gpu_utilization_ratio, gpu.memory_utilization_ratio) == (0.0, 0.0)
