@@ -82,7 +82,7 @@ def _show(r: Reading | None) -> str:
 
 
 async def _perf() -> list[dict[str, Any]]:
-    _, _, ctx, _ = make_node(AgentSettings())
+    ctx = make_node(AgentSettings()).checks
     runner = CheckRunner(ctx)
     rows = []
     for check_id in PERFORMANCE:

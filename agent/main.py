@@ -11,6 +11,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -23,12 +24,12 @@ from plumb import tree
 from plumb.agent import __version__
 from plumb.agent.checks import CheckContext, CheckRunner
 from plumb.agent.checks.conformance import pci_scan
-from plumb.agent.collect import Sources, collect_all, real_sources
+from plumb.agent.collect import Sources, collect_all, real_sources, sensors
 from plumb.agent.collect.xid import XidLog, XidWatcher
 from plumb.agent.settings import AgentSettings
 from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import ProfileError, profile_data, validate_profile
-from plumb.agent.stream import Collect, Identity, StreamClient
+from plumb.agent.stream import Collect, Identity, Sense, StreamClient
 from plumb.logs import LOG_FORMATS, configure_logging
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--once", action="store_true", help="print the facts as JSON and exit")
     p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between polls")
     p.add_argument("--heartbeat-interval", type=float, metavar="S", help="seconds per heartbeat")
+    p.add_argument(
+        "--sensor-interval", type=float, metavar="S", help="seconds between sensor reports"
+    )
     p.add_argument("--host-root", type=Path, help="where the host's / is mounted")
     p.add_argument(
         "--token-file", type=Path, help="credential for the aggregator, re-read per connection"
@@ -84,6 +88,7 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
         for k, v in {
             "poll_interval_s": args.poll_interval,
             "heartbeat_interval_s": args.heartbeat_interval,
+            "sensor_interval_s": args.sensor_interval,
         }.items()
         if v is not None
     }
@@ -92,9 +97,19 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
     return AgentSettings.model_validate(merged)
 
 
-def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext, XidWatcher]:
-    """The node name, its collector, what its checks read (simulated or this host), and the
-    XID watcher whose log the collector reads (not started: `run` starts it)."""
+@dataclass(frozen=True)
+class LocalNode:
+    """The node this agent reports for: simulated or this host."""
+
+    name: str
+    collect: Collect  # its stack facts
+    sense: Sense  # its GPUs' sensor readings
+    checks: CheckContext  # what its checks read
+    xids: XidWatcher  # the XID watcher whose log `collect` reads (not started: `run` starts it)
+
+
+def make_node(settings: AgentSettings) -> LocalNode:
+    """The node this agent reports for: simulated or this host."""
     xids = XidLog()
     if settings.simulate:
         node = settings.node_name or f"sim-{Path(settings.simulate).stem}"
@@ -116,7 +131,7 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext, XidW
             simulated=True,
             simulated_figures=lambda: sim.profile().benchmarks,
         )
-        return node, collect, ctx, watcher
+        return LocalNode(node, collect, lambda: sensors.read(sim.sources()), ctx, watcher)
     sources: Sources = real_sources(settings.host_root, tuple(settings.library_dirs), xids)
 
     def collect_host() -> dict[str, wire.Reading]:
@@ -128,7 +143,8 @@ def make_node(settings: AgentSettings) -> tuple[str, Collect, CheckContext, XidW
         pci_gpu_count=lambda: pci_scan(settings.host_root / "sys"),
     )
     watcher = XidWatcher(pynvml, settings.host_root, xids)
-    return settings.node_name or socket.gethostname(), collect_host, ctx, watcher
+    name = settings.node_name or socket.gethostname()
+    return LocalNode(name, collect_host, lambda: sensors.read(sources), ctx, watcher)
 
 
 def channel_credentials(settings: AgentSettings) -> grpc.ChannelCredentials | None:
@@ -140,30 +156,22 @@ def channel_credentials(settings: AgentSettings) -> grpc.ChannelCredentials | No
 
 async def run(
     settings: AgentSettings,
-    node: str,
-    collect: Collect,
-    checks: CheckContext | None = None,
+    local: LocalNode,
     credentials: grpc.ChannelCredentials | None = None,
-    xids: XidWatcher | None = None,
 ) -> None:
     """Stream until SIGTERM or SIGINT, watching XIDs meanwhile."""
-    if xids is not None:
-        await asyncio.to_thread(xids.start)  # NVML can stall for seconds on a sick GPU
+    await asyncio.to_thread(local.xids.start)  # NVML can stall for seconds on a sick GPU
     try:
-        await _stream(settings, node, collect, checks, credentials)
+        await _stream(settings, local, credentials)
     finally:
-        if xids is not None:
-            await asyncio.to_thread(xids.stop)
+        await asyncio.to_thread(local.xids.stop)
 
 
 async def _stream(
-    settings: AgentSettings,
-    node: str,
-    collect: Collect,
-    checks: CheckContext | None,
-    credentials: grpc.ChannelCredentials | None,
+    settings: AgentSettings, local: LocalNode, credentials: grpc.ChannelCredentials | None
 ) -> None:
-    facts = await asyncio.to_thread(collect)
+    node = local.name
+    facts = await asyncio.to_thread(local.collect)
     boot = facts.get("host.boot_id")
     identity = Identity(
         node_name=node,
@@ -174,15 +182,15 @@ async def _stream(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = CheckRunner(checks) if checks is not None else None
     client = StreamClient(
         settings.aggregator,
         identity,
-        collect,
+        local.collect,
         settings.stream,
-        runner,
+        CheckRunner(local.checks),
         settings.read_token,
         credentials=credentials,
+        sense=local.sense,
     )
     log.info("agent started", extra={"node": node, "aggregator": settings.aggregator})
     await client.run(stop)
@@ -225,10 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
-        node, collect, checks, xids = make_node(settings)
+        local = make_node(settings)
         if args.once:
-            facts = collect()
-            json.dump({"node_name": node, "facts": tree.nest(facts)}, sys.stdout, indent=2)
+            facts = local.collect()
+            json.dump({"node_name": local.name, "facts": tree.nest(facts)}, sys.stdout, indent=2)
             print()
             return 0
     except ProfileError as exc:
@@ -244,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    asyncio.run(run(settings, node, collect, checks, credentials, xids))
+    asyncio.run(run(settings, local, credentials))
     return 0
 
 

@@ -16,6 +16,10 @@ class StreamSettings(BaseModel):
     # Poll NVML and the host this often; 10 s keeps NVML's cost negligible on a busy node,
     # 0.2 s is the floor the simulator and the latency benchmark use.
     poll_interval_s: float = Field(10.0, ge=0.2)
+    # GPU sensor readings (temperature, power, clocks, utilisation) go out at most this often,
+    # as one SensorReport holding only the latest values: 15 s is Prometheus' usual scrape
+    # interval, so each scrape sees a fresh reading and nothing between scrapes is sent.
+    sensor_interval_s: float = Field(15.0, ge=0.2)
     # A heartbeat when nothing changed; a third of the aggregator's idle timeout (90 s),
     # so one lost beat does not mark the node disconnected. The aggregator's Welcome may override.
     heartbeat_interval_s: float = Field(30.0, gt=0)

@@ -2,9 +2,11 @@
 
 One connection at a time. Full facts go out once per connection (and on Resync), then
 only deltas; a heartbeat carries the content hash so the aggregator can tell when it
-has lost track. Connections are retried forever: once the aggregator accepts TCP again,
-after a delay drawn from a window that doubles per failed attempt (capped), so a fleet
-comes back within about one window of an aggregator restart, and not in lockstep.
+has lost track. Sensor readings travel apart: a SensorReport at most every
+`sensor_interval_s`, once the session has sent its full facts, never diffed or hashed.
+Connections are retried forever: once the aggregator accepts TCP again, after a delay
+drawn from a window that doubles per failed attempt (capped), so a fleet comes back
+within about one window of an aggregator restart, and not in lockstep.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 
 from plumb import facts as wire
 from plumb.agent.checks import CheckRunner
 from plumb.agent.settings import StreamSettings
+from plumb.sensors import GpuSensors
+from plumb.sensors import to_proto as sensors_proto
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -31,6 +36,8 @@ CAPABILITIES = ("facts.delta.v1", "checks.v1")
 _MAX_PENDING_CHECK_REQUESTS = 8
 
 Collect = Callable[[], dict[str, wire.Reading]]
+Sense = Callable[[], list[GpuSensors]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class StreamClient:
         checks: CheckRunner | None = None,
         token: Callable[[], str | None] = lambda: None,
         credentials: grpc.ChannelCredentials | None = None,
+        sense: Sense | None = None,
     ):
         self._target = target
         self._credentials = credentials
@@ -61,6 +69,7 @@ class StreamClient:
         self._checks = checks
         self._identity = identity
         self._collect = collect
+        self._sense = sense
         self._settings = settings
         self._heartbeat_s = settings.heartbeat_interval_s
         self._resync = asyncio.Event()
@@ -145,14 +154,18 @@ class StreamClient:
         self.connections += 1
         log.info("stream opened", extra={"session": welcome.session_id, "target": self._target})
         self._resync.clear()
-        # The reporter and the check task both write; gRPC allows one write at a time.
+        # The reporter, the sensor and the check task all write; gRPC allows one at a time.
         self._write_lock = asyncio.Lock()
+        # Facts and sensors are read on worker threads, one read of the node at a time.
+        self._reading = asyncio.Lock()
+        self._facts_sent = asyncio.Event()
         self._check_requests: asyncio.Queue = asyncio.Queue(maxsize=_MAX_PENDING_CHECK_REQUESTS)
         reader = asyncio.create_task(self._read(call))
         reporter = asyncio.create_task(self._report(call))
         checker = asyncio.create_task(self._run_checks(call))
+        sensor = asyncio.create_task(self._report_sensors(call))
         stopped = asyncio.create_task(stop.wait())
-        tasks = (reader, reporter, checker, stopped)
+        tasks = (reader, reporter, checker, sensor, stopped)
         try:
             done, _ = await asyncio.wait(
                 {reader, reporter, stopped}, return_when=asyncio.FIRST_COMPLETED
@@ -234,13 +247,14 @@ class StreamClient:
         Runs until the session cancels it (the stream ended, or the agent is stopping).
         """
         seq = 1  # seq of the last facts message; heartbeats repeat it
-        facts = await asyncio.to_thread(self._collect)
+        facts = await self._read_node(self._collect)
         digest = wire.content_digest(facts)
         await self._send(call, _full(seq, digest, facts))
+        self._facts_sent.set()
         last_sent = time.monotonic()
         while True:
             await woken(self._resync, timeout_s=self._settings.poll_interval_s)
-            current = await asyncio.to_thread(self._collect)
+            current = await self._read_node(self._collect)
             if self._resync.is_set():
                 self._resync.clear()
                 seq += 1
@@ -262,6 +276,25 @@ class StreamClient:
                 continue
             facts = current
             last_sent = time.monotonic()
+
+    async def _report_sensors(self, call: grpc.aio.StreamStreamCall) -> None:
+        """Once the full facts are out, the GPUs' latest readings every `sensor_interval_s`.
+
+        Read only when one is due: the aggregator keeps the latest value alone, so a reading
+        between reports would be thrown away unseen."""
+        if self._sense is None:
+            return
+        await self._facts_sent.wait()
+        while True:
+            gpus = await self._read_node(self._sense)
+            if gpus:
+                await self._send(call, agent_pb2.ConnectRequest(sensors=sensors_proto(gpus)))
+            await asyncio.sleep(self._settings.sensor_interval_s)
+
+    async def _read_node(self, read: Callable[[], T]) -> T:
+        """`read()` on a worker thread (NVML may stall), never beside another read."""
+        async with self._reading:
+            return await asyncio.to_thread(read)
 
 
 def reconnect_delay(

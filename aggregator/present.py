@@ -16,6 +16,7 @@ __all__ = [
     "age",
     "clock",
     "gpu_cell",
+    "gpu_rows",
     "gpus_text",
     "reading_text",
     "severity_order",
@@ -23,14 +24,15 @@ __all__ = [
     "worst",
 ]
 
-# (header, fact key(s)) of the per-GPU table; two keys show `current/max`.
+# (header, fact key(s)) of the per-GPU table; two keys show `current/max`; a `sensors.` key is
+# the GPU's latest sensor reading (the detail's `sensors` block, joined by `gpu_rows`).
 GPU_COLUMNS: list[tuple[str, tuple[str, ...]]] = [
     ("#", ("index",)),
     ("Product", ("name",)),
     ("UUID", ("uuid",)),
     ("PCI bus", ("pci_bus_id",)),
     ("Memory", ("memory_total_bytes",)),
-    ("Temp °C", ("temperature_celsius",)),
+    ("Temp °C", ("sensors.temperature_celsius",)),
     ("ECC", ("ecc_mode_current",)),
     ("ECC uncorrected", ("ecc_uncorrected_volatile",)),
     ("MIG", ("mig_mode_current",)),
@@ -88,8 +90,24 @@ def reading_text(reading: object) -> tuple[str, bool]:
     return str(value), True
 
 
+def gpu_rows(detail: dict) -> list[dict]:
+    """The node's GPUs (nested facts), each with its latest sensor readings under `sensors`
+    (matched by GPU index; absent when the node streams none)."""
+    block = detail.get("sensors") or {}
+    readings = {g.get("index"): g for g in block.get("gpus") or []}
+    rows = []
+    for gpu in (detail.get("facts") or {}).get("gpus") or []:
+        index = (gpu.get("index") or {}).get("value")
+        rows.append({**gpu, "sensors": readings.get(index, {})})
+    return rows
+
+
 def gpu_cell(gpu: dict, keys: tuple[str, ...]) -> list[tuple[str, bool]]:
-    """The readings of one GPU column, as `reading_text` gives them; memory in GiB."""
+    """The readings of one GPU column, as `reading_text` gives them; memory in GiB; a sensor
+    reading as its value, `-` when there is none."""
+    if keys[0].startswith("sensors."):
+        value = (gpu.get("sensors") or {}).get(keys[0].removeprefix("sensors."))
+        return [("-", False) if value is None else (str(value), True)]
     if keys == ("memory_total_bytes",):
         r = gpu.get("memory_total_bytes") or {}
         if r.get("status") == "ok" and isinstance(r.get("value"), int):

@@ -45,6 +45,7 @@ from plumb.aggregator.metrics.collectors import (
     ValidationResults,
     new_registry,
 )
+from plumb.aggregator.metrics.sensors import SensorSeries
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import AggregatorSettings, TlsSettings
 from plumb.aggregator.state.live import LiveState, NodeState, utcnow
@@ -144,7 +145,9 @@ async def open_process(settings: AggregatorSettings) -> Process:
 
     registry = new_registry(writer)
     drift_metrics = DriftMetrics(registry, state, evaluator, membership)
-    page = MetricsPage(registry, NodeSeries(state, evaluator, membership))
+    page = MetricsPage(
+        registry, NodeSeries(state, evaluator, membership), SensorSeries(state, membership)
+    )
 
     intake = Intake(
         state,

@@ -10,7 +10,9 @@ NodeFacts built once per facts object) so the two cores go to the aggregator.
 Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.json):
   connect   cold start: every agent connects at once to an empty database;
   steady    --window-s of heartbeats (--heartbeat-s) and --change-rate (fraction of nodes
-            changing one GPU fact per minute): aggregator CPU (cores) and RSS from /proc,
+            changing one GPU fact per minute), and with --sensor-churn F every agent sending
+            a SensorReport every --sensor-interval-s in which a fraction F of its GPUs moved
+            by 1 °C: aggregator CPU (cores) and RSS from /proc,
             wire bytes (plumb_ingest_received_bytes_total and client-side ByteSize),
             store counters (change rows, batches);
   latency   --probes driver changes on probe agents: agent notices → /metrics shows it, and
@@ -42,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -148,14 +151,31 @@ def _clients():
 
 
 class Node:
-    """One simulated node's facts; `change` swaps in a new dict so shared dicts stay intact."""
+    """One simulated node's facts and sensor readings; `change` swaps in a new dict so shared
+    dicts stay intact."""
 
-    __slots__ = ("facts", "noticed", "watch")
+    __slots__ = ("facts", "moving", "noticed", "readings", "reads", "watch")
 
-    def __init__(self, facts):
+    def __init__(self, facts, readings=(), moving=frozenset()):
         self.facts = facts
         self.noticed: dict[str, float] = {}
         self.watch: str | None = None  # a driver version whose first sighting is timed
+        self.readings = list(readings)  # shared by every node of the profile
+        self.moving = moving  # indexes of the GPUs whose temperature moves each read
+        self.reads = 0
+
+    def sense(self):
+        """The profile's readings, with the moving GPUs 1 °C warmer on every other read."""
+        self.reads += 1
+        if not self.moving:
+            return self.readings
+        step = self.reads % 2
+        return [
+            replace(g, temperature_celsius=g.temperature_celsius + step)
+            if g.index in self.moving and g.temperature_celsius is not None
+            else g
+            for g in self.readings
+        ]
 
     def set(self, path, reading) -> None:
         self.facts = {**self.facts, path: reading}
@@ -169,11 +189,16 @@ class Node:
         return facts
 
 
-def _profile_facts(workdir: Path) -> dict[str, dict]:
-    from plumb.agent.collect import collect_all
+def _profile_facts(workdir: Path) -> dict[str, tuple[dict, list]]:
+    """Each profile's facts and sensor readings, read once and shared by its nodes."""
+    from plumb.agent.collect import collect_all, sensors
     from plumb.agent.simulate.node import Simulation
 
-    return {p: collect_all(Simulation(p, f"sim-{p}", workdir / p).sources()) for p in PROFILES}
+    out = {}
+    for p in PROFILES:
+        sources = Simulation(p, f"sim-{p}", workdir / p).sources()
+        out[p] = (collect_all(sources), sensors.read(sources))
+    return out
 
 
 class Fleet:
@@ -192,15 +217,26 @@ class Fleet:
         settings = StreamSettings(
             poll_interval_s=spec["poll_interval_s"],
             heartbeat_interval_s=spec["heartbeat_s"],
+            sensor_interval_s=spec["sensor_interval_s"],
             **{k: spec[k] for k in ("backoff_max_s", "reconnect_window_s") if spec.get(k)},
         )
+        churn = spec["sensor_churn"]  # None: no sensor reports at all, as before the split
+        rng = random.Random(spec["seed"])
         self.nodes: dict[str, Node] = {}
         self.clients = []
         for i in spec["indices"]:
             name = f"bench-{i:05d}"
-            node = self.nodes[name] = Node(profiles[PROFILES[i % len(PROFILES)]])
+            facts, readings = profiles[PROFILES[i % len(PROFILES)]]
+            moving = frozenset(g.index for g in readings if churn and rng.random() < churn)
+            node = self.nodes[name] = Node(facts, readings, moving)
             self.clients.append(
-                cls(spec["grpc"], Identity(name, "bench", name), node.collect, settings)
+                cls(
+                    spec["grpc"],
+                    Identity(name, "bench", name),
+                    node.collect,
+                    settings,
+                    sense=node.sense if churn is not None else None,
+                )
             )
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
@@ -726,6 +762,15 @@ async def main() -> None:
     p.add_argument("--heartbeat-s", type=float, default=30.0)
     p.add_argument("--poll-interval", type=float, default=10.0, help="fleet agents' poll")
     p.add_argument("--probe-agents", type=int, default=10, help="in-process, poll 0.2 s")
+    p.add_argument(
+        "--sensor-churn",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="send sensor reports, this fraction of GPUs 1 °C warmer or cooler each time "
+        "(default: no sensor reports)",
+    )
+    p.add_argument("--sensor-interval-s", type=float, default=15.0, help="agents' (default 15)")
     p.add_argument("--settle-s", type=float, default=10.0)
     p.add_argument("--window-s", type=float, default=120.0)
     p.add_argument("--probes", type=int, default=20)
@@ -767,6 +812,8 @@ async def main() -> None:
         "heartbeat_s": args.heartbeat_s,
         "change_rate_per_node_per_min": args.change_rate,
         "fleet_poll_interval_s": args.poll_interval,
+        "sensor_churn": args.sensor_churn,
+        "sensor_interval_s": args.sensor_interval_s if args.sensor_churn is not None else None,
         "agent_backoff_max_s": args.backoff_max_s or 30.0,
         "agent_reconnect_window_s": args.reconnect_window_s or 10.0,
         "db": "sqlite" if args.db is None else args.db.split(":", 1)[0],
@@ -796,6 +843,8 @@ async def main() -> None:
                 "change_rate": args.change_rate,
                 "backoff_max_s": args.backoff_max_s,
                 "reconnect_window_s": args.reconnect_window_s,
+                "sensor_churn": args.sensor_churn,
+                "sensor_interval_s": args.sensor_interval_s,
                 "workdir": str(workdir),
             }
             local = Fleet({**common, "indices": range(n_probe), "poll_interval_s": 0.2, "seed": 0})

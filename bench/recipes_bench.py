@@ -57,7 +57,7 @@ def node_facts(node: int, pool: int) -> tuple[dict[str, Reading], str]:
         facts[f"gpus[{i}].name"] = Reading.ok(gpu)
         facts[f"gpus[{i}].pci_device_id"] = Reading.ok(pci)
         facts[f"gpus[{i}].uuid"] = Reading.ok(f"GPU-{node:05d}-{i}")
-        facts[f"gpus[{i}].temperature_celsius"] = Reading.ok(30 + (node + i) % 40)
+        facts[f"gpus[{i}].ecc_uncorrected_aggregate"] = Reading.ok((node + i) % 40)
     return facts, intent
 
 

@@ -1,5 +1,8 @@
 """Driver and per-GPU facts from NVML.
 
+Stack facts only: temperature, power draw, current clocks and utilisation are sensor readings
+(collect/sensors.py), which the stream sends apart and never diffs.
+
 Calls go only through `sources.nvml` (pynvml or its fake); the pynvml module itself supplies
 constants and error classes. Every field is read on its own, so a GPU that does not support ECC,
 or one call that fails, costs that field and never the rest.
@@ -122,9 +125,6 @@ def _gpu(nvml: Any, index: int) -> dict[str, Reading]:
         "clock_memory_max_mhz": _read(
             lambda: nvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
         ),
-        "temperature_celsius": _read(
-            lambda: nvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)
-        ),
         "gsp_firmware_version": _read(lambda: nvml.nvmlDeviceGetGspFirmwareVersion(h), _text),
         "addressing_mode": _read(lambda: nvml.nvmlDeviceGetAddressingMode(h), _addressing_mode),
         "c2c_mode_enabled": _read(
@@ -198,7 +198,6 @@ _GPU_FIELDS = (
     "power_limit_watts",
     "clock_sm_max_mhz",
     "clock_memory_max_mhz",
-    "temperature_celsius",
     "gsp_firmware_version",
     "addressing_mode",
     "c2c_mode_enabled",

@@ -205,6 +205,7 @@ def _xml_gpu(f: _Fields) -> dict[str, Any]:
         "addressing_mode": f.read("addressing_mode", _addressing, "nvmlDeviceGetAddressingMode"),
         "c2c_mode": f.read("c2c_mode", units.enabled, "nvmlDeviceGetC2cModeInfoV"),
         "fabric": _xml_fabric(f),
+        "sensors": _xml_sensors(f),
     }
     spec["errors"] = f.errors
     return spec
@@ -216,6 +217,33 @@ _PCIE = (
     "nvmlDeviceGetCurrPcieLinkWidth",
     "nvmlDeviceGetMaxPcieLinkWidth",
 )
+
+
+def _xml_sensors(f: _Fields) -> dict[str, Any]:
+    """What the GPU's sensors read when the capture was taken (replayed as at rest)."""
+    return {
+        "power_draw_watts": f.first(
+            (
+                "gpu_power_readings/instant_power_draw",  # v12+: the instant reading
+                "gpu_power_readings/power_draw",
+                "power_readings/power_draw",  # up to v11
+            ),
+            lambda t: units.quantity(t, "W"),
+            "nvmlDeviceGetPowerUsage",
+        ),
+        "clock_sm_mhz": f.read("clocks/sm_clock", _mhz, "nvmlDeviceGetClockInfo"),
+        "clock_memory_mhz": f.read("clocks/mem_clock", _mhz, "nvmlDeviceGetClockInfo"),
+        "utilization_gpu_percent": f.read(
+            "utilization/gpu_util", _percent, "nvmlDeviceGetUtilizationRates"
+        ),
+        "utilization_memory_percent": f.read(
+            "utilization/memory_util", _percent, "nvmlDeviceGetUtilizationRates"
+        ),
+    }
+
+
+def _percent(text: str) -> int:
+    return int(units.quantity(text, "%"))
 
 
 def _mhz(text: str) -> int:
@@ -366,6 +394,7 @@ def _mock_gpu(v: _Values, nvlink: dict[str, Any]) -> dict[str, Any]:
     power_mw = v.get("power.limit_mw", units.integer) or v.get(
         "power.default_limit_mw", units.integer
     )
+    draw_mw = v.get("power.current_draw_mw", units.integer)
     memory_bytes = v.get("memory.total_bytes", units.integer)
     return {
         "name": v.required("name"),
@@ -415,6 +444,13 @@ def _mock_gpu(v: _Values, nvlink: dict[str, Any]) -> dict[str, Any]:
             "memory": v.get("clocks.memory_max", units.integer),
         },
         "temperature_celsius": v.get("thermal.temperature_gpu_c", units.integer),
+        "sensors": {
+            "power_draw_watts": None if draw_mw is None else draw_mw / 1000,
+            "clock_sm_mhz": v.get("clocks.sm_current", units.integer),
+            "clock_memory_mhz": v.get("clocks.memory_current", units.integer),
+            "utilization_gpu_percent": v.get("utilization.gpu", units.integer),
+            "utilization_memory_percent": v.get("utilization.memory", units.integer),
+        },
         "gsp_firmware_version": v.get("gsp_firmware.version", str) if gsp else None,
         "addressing_mode": v.get("addressing_mode", _addressing),
         # The mock answers NotSupported for C2C unless nvlink.c2c_enabled is true.

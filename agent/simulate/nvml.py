@@ -9,6 +9,7 @@ XID events come from the profile's `xids`, through an `XidSchedule` that outlive
 from __future__ import annotations
 
 import hashlib
+import random
 import uuid
 from dataclasses import dataclass
 from typing import TypeVar
@@ -98,6 +99,9 @@ class FakeNvml:
         self._driver = profile.driver
         self._node_name = node_name
         self._gpus = profile.gpu_specs()
+        self._motion = profile.sensors
+        # Readings move reproducibly per node: a test with jitter sees the same sequence.
+        self._rng = random.Random(node_name)
         self._init_count = 0
         if xids is None:
             xids = XidSchedule()
@@ -276,7 +280,34 @@ class FakeNvml:
         gpu = self._gpu(handle, "nvmlDeviceGetTemperature")
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return _supported(gpu.temperature_celsius)
+        return self._moved(_supported(gpu.temperature_celsius), self._motion.temperature_jitter_c)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        watts = _supported(self._gpu(handle, "nvmlDeviceGetPowerUsage").sensors.power_draw_watts)
+        return max(0, round(self._moved(watts, self._motion.power_jitter_watts) * 1000))  # mW
+
+    def nvmlDeviceGetClockInfo(self, handle, type):
+        sensors = self._gpu(handle, "nvmlDeviceGetClockInfo").sensors
+        if type in (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_GRAPHICS):
+            return _supported(sensors.clock_sm_mhz)
+        if type == pynvml.NVML_CLOCK_MEM:
+            return _supported(sensors.clock_memory_mhz)
+        raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        sensors = self._gpu(handle, "nvmlDeviceGetUtilizationRates").sensors
+        return pynvml.c_nvmlUtilization_t(
+            gpu=_supported(sensors.utilization_gpu_percent),
+            memory=_supported(sensors.utilization_memory_percent),
+        )
+
+    def _moved(self, value: T, jitter: float) -> T:
+        """`value` moved by up to +/- `jitter` (of its own type), or as is without jitter."""
+        if not jitter:
+            return value
+        if isinstance(value, int):
+            return type(value)(value + self._rng.randint(-int(jitter), int(jitter)))
+        return type(value)(value + self._rng.uniform(-jitter, jitter))
 
     def nvmlDeviceGetGspFirmwareVersion(self, handle, version=None):
         gpu = self._gpu(handle, "nvmlDeviceGetGspFirmwareVersion")

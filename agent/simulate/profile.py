@@ -34,10 +34,12 @@ from plumb.agent.simulate import capture
 from plumb.agent.simulate.overlay import overlay
 
 __all__ = [
+    "GpuSensorSpec",
     "GpuSpec",
     "Profile",
     "XidSpec",
     "ProfileError",
+    "SensorMotion",
     "load_profile",
     "profile_data",
     "read_profile",
@@ -232,6 +234,26 @@ class FabricSpec(_Model):
     health: Literal["healthy", "unhealthy", "limited_capacity"] | None = None
 
 
+class GpuSensorSpec(_Model):
+    """What the GPU's sensors read at rest (an idle, persistence-mode GPU); null: NotSupported.
+
+    Readings, not facts: the stream sends them apart and never diffs them."""
+
+    power_draw_watts: Annotated[float, Field(ge=0)] | None = 60.0
+    clock_sm_mhz: PositiveInt | None = 345
+    clock_memory_mhz: PositiveInt | None = 1593
+    utilization_gpu_percent: Annotated[int, Field(ge=0, le=100)] | None = 0
+    utilization_memory_percent: Annotated[int, Field(ge=0, le=100)] | None = 0
+
+
+class SensorMotion(_Model):
+    """How much the node's readings move between reads, so the bench and the demo see churn:
+    each read draws uniformly within +/- these of the GPU's resting value."""
+
+    temperature_jitter_c: NonNegativeInt = 0
+    power_jitter_watts: Annotated[float, Field(ge=0)] = 0.0
+
+
 class GpuSpec(_Model):
     """One GPU as NVML would describe it; a null section means NVML says NotSupported."""
 
@@ -254,7 +276,9 @@ class GpuSpec(_Model):
     nvlink: NvlinkSpec | None = None
     power_limit_watts: PositiveFloat | None
     clock_max_mhz: ClockSpec | None
+    # A sensor reading (the resting temperature): sent as GpuSensors, never as a fact.
     temperature_celsius: int | None
+    sensors: GpuSensorSpec = GpuSensorSpec()
     gsp_firmware_version: str | None = None
     addressing_mode: Literal["none", "hmm", "ats"] | None = None
     c2c_mode: bool | None = None  # null: no NVLink-C2C (NVML says NotSupported)
@@ -290,6 +314,7 @@ class Profile(_Model):
     cuda: CudaSpec = CudaSpec()
     nccl: dict[HostPath, str] = {}  # libnccl path -> version ("2.21.5")
     gpus: Gpus
+    sensors: SensorMotion = SensorMotion()
     # What this node's benchmarks measure, by check id (e.g. nccl-allreduce: 120.0 GB/s),
     # reported as simulated; a benchmark absent here is skipped as `simulated node`.
     benchmarks: dict[

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from plumb import tree
 from plumb.aggregator.core import Overview
 from plumb.aggregator.drift import Baseline, DriftFinding
-from plumb.aggregator.state.live import NodeState, NodeSummary
+from plumb.aggregator.state.live import NodeState, NodeSummary, Sensors
 from plumb.aggregator.store import HistoryEntry
 from plumb.aggregator.timeline import ChangeEvent
 from plumb.aggregator.validation import ValidationRun
@@ -29,6 +29,7 @@ __all__ = [
     "NodeDetailOut",
     "NodeOut",
     "NodeSummaryOut",
+    "SensorsOut",
     "SnapshotNodeOut",
 ]
 
@@ -73,14 +74,40 @@ class NodeOut(NodeSummaryOut):
         )
 
 
+class GpuSensorsOut(BaseModel):
+    """One GPU's latest readings; null: not supported by the GPU (or not read)."""
+
+    index: int
+    temperature_celsius: int | None
+    power_draw_watts: float | None
+    sm_clock_mhz: int | None
+    memory_clock_mhz: int | None
+    gpu_utilization_ratio: float | None
+    memory_utilization_ratio: float | None
+    memory_used_bytes: int | None
+
+
+class SensorsOut(BaseModel):
+    """A node's latest sensor readings (not facts: no history, no drift) and when they came."""
+
+    at: datetime
+    gpus: list[GpuSensorsOut]
+
+    @classmethod
+    def of(cls, sensors: Sensors) -> SensorsOut:
+        return cls(at=sensors.at, gpus=[GpuSensorsOut(**g.to_json()) for g in sensors.gpus])
+
+
 class NodeDetailOut(NodeOut):
-    """One node: its overview, identity and every fact, nested, each with its status."""
+    """One node: its overview, identity and every fact, nested, each with its status, and
+    its latest sensor readings (null while its agent is not streaming)."""
 
     boot_id: str | None
     agent_version: str | None
     first_seen_at: datetime | None
     content_hash: str
     facts: dict[str, Any]
+    sensors: SensorsOut | None = None
 
     @classmethod
     def of_node(cls, node: NodeState, o: Overview) -> NodeDetailOut:
@@ -91,6 +118,7 @@ class NodeDetailOut(NodeOut):
             first_seen_at=node.first_seen_at,
             content_hash=node.content_hash,
             facts=tree.nest(node.facts),
+            sensors=SensorsOut.of(node.sensors) if node.sensors else None,
         )
 
 

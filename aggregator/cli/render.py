@@ -172,7 +172,7 @@ def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list
     facts.add_column("VALUE")
     for path, reading in leaves(detail.get("facts") or {}, skip=("gpus",)):
         facts.add_row(path, _cell(reading))
-    gpus = detail.get("facts", {}).get("gpus") or []
+    gpus = present.gpu_rows(detail)
     gpu_table = Table(title=f"{len(gpus)} GPUs", title_justify="left")
     for header, _ in present.GPU_COLUMNS:
         gpu_table.add_column(header.upper(), no_wrap=header in ("UUID", "PCI bus"))

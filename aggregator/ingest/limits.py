@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from plumb import facts as wire
+from plumb import sensors
 from plumb.aggregator.errors import InvalidInput, RateLimited
 from plumb.aggregator.settings import IngestSettings
 from plumb.v1 import agent_pb2, facts_pb2
@@ -33,6 +34,7 @@ __all__ = [
     "check_full",
     "check_heartbeat",
     "check_hello",
+    "check_sensors",
     "malformed",
     "undecodable",
 ]
@@ -157,6 +159,30 @@ def check_heartbeat(beat: agent_pb2.Heartbeat, held_seq: int) -> None:
     """Refuse a Heartbeat whose seq is below that of the facts already applied."""
     if beat.seq < held_seq:
         raise _backwards("Heartbeat", beat.seq, held_seq, "at least")
+
+
+def check_sensors(
+    report: facts_pb2.SensorReport, settings: IngestSettings
+) -> tuple[sensors.GpuSensors, ...]:
+    """The readings of a SensorReport; Refused, naming the field, for more GPUs than a node
+    may report, a GPU index past that bound, a GPU twice, or a value no GPU reports."""
+    _check_gpus(len(report.gpus), settings)
+    for i, gpu in enumerate(report.gpus):
+        if gpu.index >= settings.max_gpus_per_node:
+            raise Refused(
+                "too_many_gpus",
+                f"SensorReport gpus[{i}].index is {gpu.index}, beyond the "
+                f"{settings.max_gpus_per_node} GPUs a node may report (ingest.max_gpus_per_node)",
+                hint="fix the agent; nothing of it was stored",
+            )
+    try:
+        return sensors.from_proto(report)
+    except sensors.SensorsError as exc:
+        raise Refused(
+            "malformed_sensors",
+            f"malformed SensorReport: {exc}",
+            hint="fix the agent; nothing of it was stored",
+        ) from exc
 
 
 def _check_seq(kind: str, seq: int, held_seq: int | None) -> None:

@@ -2,10 +2,12 @@
 
 Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap,
 before any FullFacts, or on a hash that disagrees after applying it; Heartbeat -> Resync
-when its hash differs. A malformed message, or one that breaks a bound or goes back in seq
-(aggregator/ingest/limits.py), aborts the stream with INVALID_ARGUMENT, and one over the
-size limit with RESOURCE_EXHAUSTED, before anything is stored. The transport itself refuses messages
-over four times the limit; those end the stream without reaching this code.
+when its hash differs; SensorReport -> nothing (the latest readings are kept; one before
+any FullFacts is ignored, as the node does not exist yet). A malformed message, or one
+that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
+with INVALID_ARGUMENT, and one over the size limit with RESOURCE_EXHAUSTED, before
+anything is stored. The transport itself refuses messages over four times the limit;
+those end the stream without reaching this code.
 
 Hello is authenticated (ingest/auth.py) before the stream is registered, so an agent
 that may not report for a node can neither report for it nor supersede its stream.
@@ -43,7 +45,7 @@ from plumb.aggregator.state.live import LiveState, utcnow
 from plumb.aggregator.store import Writer
 from plumb.aggregator.validation import Validator
 from plumb.aggregator.validation.wire import agent_result
-from plumb.v1 import agent_pb2, agent_pb2_grpc
+from plumb.v1 import agent_pb2, agent_pb2_grpc, facts_pb2
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +204,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             return self._delta(session, msg.delta)
         if kind == "heartbeat":
             return self._heartbeat(session, msg.heartbeat)
+        if kind == "sensors":
+            self._sensors(session, msg.sensors)
+            return None
         if kind == "check_result":
             self._validator.check_result(session.node, agent_result(msg.check_result))
             return None
@@ -276,6 +281,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
         self._intake.heartbeat(session.node)
         return None
+
+    def _sensors(self, session: Session, report: facts_pb2.SensorReport) -> None:
+        gpus = limits.check_sensors(report, self._settings)
+        if not session.has_facts:
+            log.debug("sensors before facts, ignored", extra={"node": session.node})
+            return
+        self._intake.sensors(session.node, session.id, gpus)
 
     def _resync(self, session: Session, reason: str, detail: str) -> agent_pb2.ConnectResponse:
         session.awaiting_full = True

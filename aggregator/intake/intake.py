@@ -6,6 +6,8 @@ from the shared database, and the store at start-up. Each enters here and nowher
 every change the intake hands the node to the evaluator, gets back the drift transitions it
 decided, and submits the facts and the node's own transitions to the writer as one update,
 so the database never holds a fact change without the verdict it caused (or the reverse).
+Sensor readings are the exception that proves it: kept as the latest value alone, never
+evaluated, never written.
 
 A change is taken only if the writer has room for it; otherwise memory keeps what the store
 has and the caller asks the agent to resync. Transitions alone are never refused (a resync
@@ -22,9 +24,10 @@ from datetime import datetime, timedelta
 
 from plumb.aggregator.drift import Baseline, DriftFinding, Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
-from plumb.aggregator.state.live import LiveState, NodeState
+from plumb.aggregator.state.live import LiveState, NodeState, Sensors
 from plumb.aggregator.store import Change, NodeUpdate, StoredNode, Writer
 from plumb.facts import Reading, diff
+from plumb.sensors import GpuSensors
 
 log = logging.getLogger(__name__)
 
@@ -121,12 +124,24 @@ class Intake:
                 NodeUpdate(node=name, at=node.last_report_at, last_report_at=node.last_report_at)
             )
 
-    def disconnected(self, name: str, session_id: str) -> None:
-        """The stream `session_id` of node `name` ended; the node is down if it was its last."""
+    def sensors(self, name: str, session_id: str, gpus: tuple[GpuSensors, ...]) -> None:
+        """Keep `gpus` as the node's latest readings, if `session_id` is its open stream.
+
+        Readings are gauges, not facts: nothing is written, diffed or evaluated, so sensor
+        noise costs the aggregator one assignment per report."""
         node = self._state.get(name)
         if node is None or node.session_id != session_id:
             return
-        node.connected, node.session_id = False, None
+        node.sensors = Sensors(self._clock(), gpus)
+
+    def disconnected(self, name: str, session_id: str) -> None:
+        """The stream `session_id` of node `name` ended; the node is down if it was its last.
+
+        Its sensor readings go with the stream: a stale gauge would lie."""
+        node = self._state.get(name)
+        if node is None or node.session_id != session_id:
+            return
+        node.connected, node.session_id, node.sensors = False, None, None
         self._state.changed()
         self._submit(NodeUpdate(node=name, at=self._clock(), connected=False))
 

@@ -10,7 +10,7 @@ refuses. Each aggregator builds its own CollectorRegistry, so tests never share 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -459,14 +459,21 @@ class LeaderCollector(Collector):
 
 
 class MetricsPage:
-    """The whole /metrics page: the registry's families, then the cached per-node ones."""
+    """The whole /metrics page: the registry's families, then the cached per-node ones
+    (NodeSeries, and any other series rendered as text beside it: the sensor gauges)."""
 
-    def __init__(self, registry: CollectorRegistry, nodes: NodeSeries):
+    def __init__(self, registry: CollectorRegistry, nodes: NodeSeries, *more: TextSeries):
         self._registry = registry
-        self._nodes = nodes
+        self._series = (nodes, *more)
 
     def render(self) -> bytes:
-        return generate_latest(self._registry) + self._nodes.render()
+        return generate_latest(self._registry) + b"".join(s.render() for s in self._series)
+
+
+class TextSeries(Protocol):
+    """Families that render their own exposition text (cached per node)."""
+
+    def render(self) -> bytes: ...
 
 
 def new_registry(writer: Writer) -> CollectorRegistry:

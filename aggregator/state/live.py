@@ -5,7 +5,8 @@ the node (one per agent stream, so a node's updates apply in order); everything 
 it. A node's `facts` are what its agent reported (`reported`, which its content hash covers)
 overlaid with what the cluster says of it (the Node object, the GPU stack's workloads), so
 recipes and drift see both. `generation` increases on every change so readers can cache
-whatever they derive from it.
+whatever they derive from it. A node's `sensors` are its GPUs' latest readings, held only
+while its agent streams: not facts, so they change no generation, hash or derived view.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import TypeVar
 
 from plumb.aggregator.state.views import GpuView, gpu_views
 from plumb.facts import Reading, content_hash
+from plumb.sensors import GpuSensors
 
-__all__ = ["LiveState", "NodeState", "NodeSummary", "utcnow"]
+__all__ = ["LiveState", "NodeState", "NodeSummary", "Sensors", "utcnow"]
 
 T = TypeVar("T")
 
@@ -26,6 +28,14 @@ T = TypeVar("T")
 def utcnow() -> datetime:
     """The clock every part of the aggregator reads (tests pass their own)."""
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Sensors:
+    """A node's latest sensor readings, and when the aggregator received them."""
+
+    at: datetime
+    gpus: tuple[GpuSensors, ...]
 
 
 @dataclass
@@ -49,6 +59,8 @@ class NodeState:
     agent_version: str | None = None
     first_seen_at: datetime | None = None
     last_report_at: datetime | None = None
+    # The latest SensorReport of the node's open stream; None once it ends.
+    sensors: Sensors | None = None
     # What derived() computed from `facts`; facts dicts are replaced, never edited in place,
     # so the memo holds while `_memo_of is facts`.
     _memo: dict = field(default_factory=dict, repr=False, compare=False)

@@ -258,7 +258,7 @@ def _timeline(history: list[dict]) -> str:
 
 def _node_body(detail: dict, findings: list[dict], history: list[dict], now: datetime) -> str:
     facts = detail.get("facts") or {}
-    gpus = facts.get("gpus") or []
+    gpus = present.gpu_rows(detail)
     styled = {"State": _status(detail), "Findings": _badges(detail.get("findings") or {})}
     summary = [
         (k, styled[k] if k in styled else e(v)) for k, v in present.summary_rows(detail, now)

@@ -62,25 +62,25 @@ def test_a_profile_edit_reaches_history_and_metrics(aggregator, start_agent):
 
 
 def test_history_is_newest_first_and_honours_limit(aggregator, start_agent):
-    agent = start_agent(aggregator, "temps", "dgx-h100")
-    until(lambda: aggregator.node("temps"), what="the node")
+    agent = start_agent(aggregator, "limits", "dgx-h100")
+    until(lambda: aggregator.node("limits"), what="the node")
 
-    def temperatures() -> list[int]:
-        """New values of GPU 0's temperature changes after the first report, newest first."""
-        history = aggregator.json("/v1/nodes/temps/history", limit=1000)
+    def limits() -> list[float]:
+        """New values of GPU 0's power limit changes after the first report, newest first."""
+        history = aggregator.json("/v1/nodes/limits/history", limit=1000)
         return [
             c["new"]["value"]
             for c in history
-            if c["path"] == "gpus[0].temperature_celsius" and c["old"] is not None
+            if c["path"] == "gpus[0].power_limit_watts" and c["old"] is not None
         ]
 
-    for temp in (41, 42, 43):
-        agent.edit(lambda spec, t=temp: spec["gpus"]["template"].update(temperature_celsius=t))
-        until(lambda t=temp: temperatures()[:1] == [t], what=f"temperature {temp} in history")
-    assert temperatures() == [43, 42, 41]
-    latest = aggregator.json("/v1/nodes/temps/history", limit=1)
+    for watts in (600.0, 650.0, 690.0):
+        agent.edit(lambda spec, w=watts: spec["gpus"]["template"].update(power_limit_watts=w))
+        until(lambda w=watts: limits()[:1] == [w], what=f"power limit {watts} in history")
+    assert limits() == [690.0, 650.0, 600.0]
+    latest = aggregator.json("/v1/nodes/limits/history", limit=1)
     assert len(latest) == 1
-    assert latest[0]["new"]["value"] == 43
+    assert latest[0]["new"]["value"] == 690.0
 
 
 def test_killed_agent_shows_disconnected(aggregator, start_agent):

@@ -32,7 +32,7 @@ _LEAVES: list[tuple[str, st.SearchStrategy]] = [
     ("host.kernel", _TEXT),
     ("driver.driver_version", _TEXT),
     ("gpus[{i}].name", _TEXT),
-    ("gpus[{i}].temperature_celsius", st.integers(-(2**63), 2**63 - 1)),
+    ("gpus[{i}].ecc_uncorrected_volatile", st.integers(-(2**63), 2**63 - 1)),
     ("gpus[{i}].persistence_mode", st.booleans()),
     ("gpus[{i}].power_limit_watts", st.floats(allow_nan=False, allow_infinity=False)),
 ]

@@ -84,18 +84,20 @@ class CheckResult(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., check_id: _Optional[str] = ..., status: _Optional[str] = ..., message: _Optional[str] = ..., value: _Optional[float] = ..., unit: _Optional[str] = ..., duration_s: _Optional[float] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ConnectRequest(_message.Message):
-    __slots__ = ("hello", "full_facts", "delta", "heartbeat", "check_result")
+    __slots__ = ("hello", "full_facts", "delta", "heartbeat", "check_result", "sensors")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     FULL_FACTS_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     CHECK_RESULT_FIELD_NUMBER: _ClassVar[int]
+    SENSORS_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     full_facts: FullFacts
     delta: FactsDelta
     heartbeat: Heartbeat
     check_result: CheckResult
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., full_facts: _Optional[_Union[FullFacts, _Mapping]] = ..., delta: _Optional[_Union[FactsDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., check_result: _Optional[_Union[CheckResult, _Mapping]] = ...) -> None: ...
+    sensors: _facts_pb2.SensorReport
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., full_facts: _Optional[_Union[FullFacts, _Mapping]] = ..., delta: _Optional[_Union[FactsDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., check_result: _Optional[_Union[CheckResult, _Mapping]] = ..., sensors: _Optional[_Union[_facts_pb2.SensorReport, _Mapping]] = ...) -> None: ...
 
 class ReportSettings(_message.Message):
     __slots__ = ("poll_interval_s", "heartbeat_interval_s")

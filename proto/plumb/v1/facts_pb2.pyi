@@ -195,7 +195,7 @@ class NcclFacts(_message.Message):
     def __init__(self, libraries: _Optional[_Iterable[_Union[NcclLibrary, _Mapping]]] = ...) -> None: ...
 
 class GpuFacts(_message.Message):
-    __slots__ = ("index", "uuid", "name", "pci_bus_id", "pci_device_id", "architecture", "compute_capability", "memory_total_bytes", "vbios_version", "inforom_version", "serial", "persistence_mode", "mig_mode_current", "mig_mode_pending", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failed", "pcie_link_gen_current", "pcie_link_gen_max", "pcie_link_width_current", "pcie_link_width_max", "nvlink_links_up", "nvlink_links_total", "power_limit_watts", "clock_sm_max_mhz", "clock_memory_max_mhz", "temperature_celsius", "gsp_firmware_version", "addressing_mode", "c2c_mode_enabled", "fabric_state", "fabric_clique_id", "fabric_cluster_uuid", "fabric_health", "xid_count", "xids")
+    __slots__ = ("index", "uuid", "name", "pci_bus_id", "pci_device_id", "architecture", "compute_capability", "memory_total_bytes", "vbios_version", "inforom_version", "serial", "persistence_mode", "mig_mode_current", "mig_mode_pending", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failed", "pcie_link_gen_current", "pcie_link_gen_max", "pcie_link_width_current", "pcie_link_width_max", "nvlink_links_up", "nvlink_links_total", "power_limit_watts", "clock_sm_max_mhz", "clock_memory_max_mhz", "gsp_firmware_version", "addressing_mode", "c2c_mode_enabled", "fabric_state", "fabric_clique_id", "fabric_cluster_uuid", "fabric_health", "xid_count", "xids")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     UUID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -225,7 +225,6 @@ class GpuFacts(_message.Message):
     POWER_LIMIT_WATTS_FIELD_NUMBER: _ClassVar[int]
     CLOCK_SM_MAX_MHZ_FIELD_NUMBER: _ClassVar[int]
     CLOCK_MEMORY_MAX_MHZ_FIELD_NUMBER: _ClassVar[int]
-    TEMPERATURE_CELSIUS_FIELD_NUMBER: _ClassVar[int]
     GSP_FIRMWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
     ADDRESSING_MODE_FIELD_NUMBER: _ClassVar[int]
     C2C_MODE_ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -264,7 +263,6 @@ class GpuFacts(_message.Message):
     power_limit_watts: DoubleFact
     clock_sm_max_mhz: Int64Fact
     clock_memory_max_mhz: Int64Fact
-    temperature_celsius: Int64Fact
     gsp_firmware_version: StringFact
     addressing_mode: StringFact
     c2c_mode_enabled: BoolFact
@@ -274,7 +272,7 @@ class GpuFacts(_message.Message):
     fabric_health: StringFact
     xid_count: Int64Fact
     xids: _containers.RepeatedCompositeFieldContainer[XidCode]
-    def __init__(self, index: _Optional[_Union[Int64Fact, _Mapping]] = ..., uuid: _Optional[_Union[StringFact, _Mapping]] = ..., name: _Optional[_Union[StringFact, _Mapping]] = ..., pci_bus_id: _Optional[_Union[StringFact, _Mapping]] = ..., pci_device_id: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., compute_capability: _Optional[_Union[StringFact, _Mapping]] = ..., memory_total_bytes: _Optional[_Union[Int64Fact, _Mapping]] = ..., vbios_version: _Optional[_Union[StringFact, _Mapping]] = ..., inforom_version: _Optional[_Union[StringFact, _Mapping]] = ..., serial: _Optional[_Union[StringFact, _Mapping]] = ..., persistence_mode: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_pending: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_uncorrected_volatile: _Optional[_Union[Int64Fact, _Mapping]] = ..., ecc_uncorrected_aggregate: _Optional[_Union[Int64Fact, _Mapping]] = ..., retired_pages_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_failed: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_up: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_total: _Optional[_Union[Int64Fact, _Mapping]] = ..., power_limit_watts: _Optional[_Union[DoubleFact, _Mapping]] = ..., clock_sm_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., clock_memory_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., temperature_celsius: _Optional[_Union[Int64Fact, _Mapping]] = ..., gsp_firmware_version: _Optional[_Union[StringFact, _Mapping]] = ..., addressing_mode: _Optional[_Union[StringFact, _Mapping]] = ..., c2c_mode_enabled: _Optional[_Union[BoolFact, _Mapping]] = ..., fabric_state: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_clique_id: _Optional[_Union[Int64Fact, _Mapping]] = ..., fabric_cluster_uuid: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_health: _Optional[_Union[StringFact, _Mapping]] = ..., xid_count: _Optional[_Union[Int64Fact, _Mapping]] = ..., xids: _Optional[_Iterable[_Union[XidCode, _Mapping]]] = ...) -> None: ...
+    def __init__(self, index: _Optional[_Union[Int64Fact, _Mapping]] = ..., uuid: _Optional[_Union[StringFact, _Mapping]] = ..., name: _Optional[_Union[StringFact, _Mapping]] = ..., pci_bus_id: _Optional[_Union[StringFact, _Mapping]] = ..., pci_device_id: _Optional[_Union[StringFact, _Mapping]] = ..., architecture: _Optional[_Union[StringFact, _Mapping]] = ..., compute_capability: _Optional[_Union[StringFact, _Mapping]] = ..., memory_total_bytes: _Optional[_Union[Int64Fact, _Mapping]] = ..., vbios_version: _Optional[_Union[StringFact, _Mapping]] = ..., inforom_version: _Optional[_Union[StringFact, _Mapping]] = ..., serial: _Optional[_Union[StringFact, _Mapping]] = ..., persistence_mode: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., mig_mode_pending: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_mode_current: _Optional[_Union[BoolFact, _Mapping]] = ..., ecc_uncorrected_volatile: _Optional[_Union[Int64Fact, _Mapping]] = ..., ecc_uncorrected_aggregate: _Optional[_Union[Int64Fact, _Mapping]] = ..., retired_pages_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_pending: _Optional[_Union[Int64Fact, _Mapping]] = ..., remapped_rows_failed: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_gen_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_current: _Optional[_Union[Int64Fact, _Mapping]] = ..., pcie_link_width_max: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_up: _Optional[_Union[Int64Fact, _Mapping]] = ..., nvlink_links_total: _Optional[_Union[Int64Fact, _Mapping]] = ..., power_limit_watts: _Optional[_Union[DoubleFact, _Mapping]] = ..., clock_sm_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., clock_memory_max_mhz: _Optional[_Union[Int64Fact, _Mapping]] = ..., gsp_firmware_version: _Optional[_Union[StringFact, _Mapping]] = ..., addressing_mode: _Optional[_Union[StringFact, _Mapping]] = ..., c2c_mode_enabled: _Optional[_Union[BoolFact, _Mapping]] = ..., fabric_state: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_clique_id: _Optional[_Union[Int64Fact, _Mapping]] = ..., fabric_cluster_uuid: _Optional[_Union[StringFact, _Mapping]] = ..., fabric_health: _Optional[_Union[StringFact, _Mapping]] = ..., xid_count: _Optional[_Union[Int64Fact, _Mapping]] = ..., xids: _Optional[_Iterable[_Union[XidCode, _Mapping]]] = ...) -> None: ...
 
 class XidCode(_message.Message):
     __slots__ = ("code", "count", "last_seen_unix_s")
@@ -299,3 +297,29 @@ class NodeFacts(_message.Message):
     nccl: NcclFacts
     gpus: _containers.RepeatedCompositeFieldContainer[GpuFacts]
     def __init__(self, host: _Optional[_Union[HostFacts, _Mapping]] = ..., driver: _Optional[_Union[DriverFacts, _Mapping]] = ..., cuda: _Optional[_Union[CudaFacts, _Mapping]] = ..., nccl: _Optional[_Union[NcclFacts, _Mapping]] = ..., gpus: _Optional[_Iterable[_Union[GpuFacts, _Mapping]]] = ...) -> None: ...
+
+class GpuSensors(_message.Message):
+    __slots__ = ("index", "temperature_celsius", "power_draw_milliwatts", "sm_clock_mhz", "memory_clock_mhz", "gpu_utilization_percent", "memory_utilization_percent", "memory_used_bytes")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_CELSIUS_FIELD_NUMBER: _ClassVar[int]
+    POWER_DRAW_MILLIWATTS_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTILIZATION_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_UTILIZATION_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    temperature_celsius: int
+    power_draw_milliwatts: int
+    sm_clock_mhz: int
+    memory_clock_mhz: int
+    gpu_utilization_percent: int
+    memory_utilization_percent: int
+    memory_used_bytes: int
+    def __init__(self, index: _Optional[int] = ..., temperature_celsius: _Optional[int] = ..., power_draw_milliwatts: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., memory_clock_mhz: _Optional[int] = ..., gpu_utilization_percent: _Optional[int] = ..., memory_utilization_percent: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ...) -> None: ...
+
+class SensorReport(_message.Message):
+    __slots__ = ("gpus",)
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuSensors]
+    def __init__(self, gpus: _Optional[_Iterable[_Union[GpuSensors, _Mapping]]] = ...) -> None: ...

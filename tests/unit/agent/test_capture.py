@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from plumb.agent import main as agent_main
-from plumb.agent.collect import collect_all
+from plumb.agent.collect import collect_all, sensors
 from plumb.agent.simulate import units
 from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import MAX_FILE_BYTES, ProfileError, read_profile
@@ -112,7 +112,6 @@ CAPTURES = {
         "power_limit_watts": 350.0,
         "clock_sm_max_mhz": 2520,
         "clock_memory_max_mhz": 9001,
-        "temperature_celsius": 29,
         "gsp_firmware_version": "595.91.07",
         "addressing_mode": "hmm",
         "c2c_mode_enabled": None,  # N/A
@@ -271,7 +270,9 @@ def test_editing_a_capture_changes_the_node(tmp_path):
 
     assert facts["driver.driver_version"].value == "580.95.05"
     assert facts["gpus[0].pcie_link_width_current"].value == 4
-    assert facts["gpus[0].temperature_celsius"].status == "error"  # replayed as NVML's Unknown
+    # Replayed as NVML's Unknown error: a sensor reading, so absent, and no fact at all.
+    assert sensors.read(sim.sources())[0].temperature_celsius is None
+    assert not any("temperature" in p for p in facts)
 
 
 def test_a_broken_capture_edit_keeps_the_last_good_one(tmp_path, caplog):
@@ -400,3 +401,23 @@ def test_values_parse_with_their_units():
 def test_a_value_in_the_wrong_form_is_refused_quoting_it(parse, text):
     with pytest.raises(units.ValueProblem, match=repr(text).replace("(", r"\(")):
         parse(text)
+
+
+def test_a_replayed_capture_reads_the_sensors_it_was_taken_with(tmp_path):
+    sim = Simulation(str(REAL / "qx-l40s.xml"), "real-0", tmp_path / "work")
+    (gpu,) = sensors.read(sim.sources())
+    # qx-l40s.xml: <gpu_temp>29 C, <instant_power_draw>66.16 W, <clocks> <sm_clock>2040 MHz,
+    # <mem_clock>9001 MHz, <utilization> 0 % and 0 %.
+    assert (gpu.temperature_celsius, gpu.power_draw_watts) == (29, 66.16)
+    assert (gpu.sm_clock_mhz, gpu.memory_clock_mhz) == (2040, 9001)
+    assert (gpu.gpu_utilization_ratio, gpu.memory_utilization_ratio) == (0.0, 0.0)
+
+
+def test_a_replayed_mock_nvml_config_reads_its_current_sensors(tmp_path):
+    sim = Simulation(str(REAL / "mock-nvml-config-h100.yaml"), "real-0", tmp_path / "work")
+    gpu = sensors.read(sim.sources())[0]
+    # mock-nvml-config-h100.yaml: temperature_gpu_c 34, current_draw_mw 95000, sm_current
+    # 345, memory_current 1593, utilization gpu 0 and memory 0.
+    assert (gpu.temperature_celsius, gpu.power_draw_watts) == (34, 95.0)
+    assert (gpu.sm_clock_mhz, gpu.memory_clock_mhz) == (345, 1593)
+    assert (gpu.gpu_utilization_ratio, gpu.memory_utilization_ratio) == (0.0, 0.0)

@@ -103,7 +103,7 @@ def test_checks_of_a_simulated_node_follow_its_edited_profile(profile_copy, writ
     # The agent's own wiring: before, driver-nvml kept the FakeNvml of the profile at start.
     path = profile_copy("dgx-h100")
     settings = AgentSettings(simulate=str(path), node_name="n", sim_workdir=tmp_path / "work")
-    _, _, ctx, _ = make_node(settings)
+    ctx = make_node(settings).checks
     assert run("driver-nvml", ctx).details["driver_version"] == "580.173.02"
 
     data = yaml.safe_load(path.read_text())
@@ -120,7 +120,7 @@ def test_checks_of_a_replayed_capture_follow_its_edits(tmp_path):
     path = tmp_path / "l40s.xml"
     shutil.copy(Path(__file__).parents[2] / "data/real/qx-l40s.xml", path)
     settings = AgentSettings(simulate=str(path), node_name="n", sim_workdir=tmp_path / "work")
-    _, _, ctx, _ = make_node(settings)
+    ctx = make_node(settings).checks
     assert run("driver-nvml", ctx).details["driver_version"] == "595.91.07"
 
     path.write_text(

@@ -17,7 +17,8 @@ CAPTURE = Path(__file__).parents[2] / "data" / "real" / "qx-l40s.xml"
 def once(tmp_path: Path, name: str) -> Path:
     """What `plumb-agent --simulate CAPTURE --once` writes, to a file."""
     settings = AgentSettings(simulate=str(CAPTURE), sim_workdir=tmp_path / f"sim-{name}")
-    node, collect, _, _ = make_node(settings)
+    local = make_node(settings)
+    node, collect = local.name, local.collect
     out = tmp_path / f"{name}.json"
     out.write_text(json.dumps({"node_name": node, "facts": tree.nest(collect())}))
     return out

@@ -86,11 +86,11 @@ def test_a_device_count_failure_keeps_the_driver_facts():
 
 def test_an_unexpected_exception_fails_only_its_field_and_names_its_type():
     class Buggy(_Fake):
-        def nvmlDeviceGetTemperature(self, handle, sensor):
+        def nvmlDeviceGetVbiosVersion(self, handle):
             raise RuntimeError("boom")
 
     facts = nvml.collect(_sources(Buggy()))
-    assert facts["gpus[0].temperature_celsius"] == Reading.failed("RuntimeError: boom")
+    assert facts["gpus[0].vbios_version"] == Reading.failed("RuntimeError: boom")
     assert facts["gpus[0].power_limit_watts"] == Reading.ok(72.0)
 
 

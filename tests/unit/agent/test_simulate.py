@@ -72,7 +72,7 @@ def test_one_failing_nvml_call_costs_only_its_field(profile_copy, tmp_path, gpu_
     def sicken(data):
         data["gpus"]["overrides"] = {
             3: {
-                "errors": {"nvmlDeviceGetTemperature": "GPU_IS_LOST"},
+                "errors": {"nvmlDeviceGetVbiosVersion": "GPU_IS_LOST"},
                 "ecc": {"uncorrected_volatile": 2},
             }
         }
@@ -81,13 +81,13 @@ def test_one_failing_nvml_call_costs_only_its_field(profile_copy, tmp_path, gpu_
     facts = collect_all(sim.sources())
     sick, healthy = gpu_fields(facts, 3), gpu_fields(facts, 2)
 
-    assert sick["temperature_celsius"].status == "error"
-    assert sick["temperature_celsius"].error == "GPU is lost"
+    assert sick["vbios_version"].status == "error"
+    assert sick["vbios_version"].error == "GPU is lost"
     assert sick["ecc_uncorrected_volatile"].value == 2
     assert sick["ecc_mode_current"].value is True  # merged with the template's ecc section
-    others = {n: r.status for n, r in sick.items() if n != "temperature_celsius"}
-    assert others == {n: r.status for n, r in healthy.items() if n != "temperature_celsius"}
-    assert healthy["temperature_celsius"].value == 33
+    others = {n: r.status for n, r in sick.items() if n != "vbios_version"}
+    assert others == {n: r.status for n, r in healthy.items() if n != "vbios_version"}
+    assert healthy["vbios_version"].value == "96.00.89.00.01"
     assert healthy["ecc_uncorrected_volatile"].value == 0
 
 

@@ -15,7 +15,7 @@ READINGS = {
     "host.hostname": Reading.ok("gpu-node-7"),
     "driver.driver_version": Reading.ok("570.86.15"),
     "gpus[0].memory_total_bytes": Reading.ok(85_899_345_920),
-    "gpus[0].temperature_celsius": Reading.ok(41.5),
+    "gpus[1].power_limit_watts": Reading.ok(41.5),
     "gpus[0].persistence_mode": Reading.ok(True),
     "gpus[0].mig_mode_current": Reading.ok(False),
     "gpus[0].power_limit_watts": Reading.ok(0),

@@ -18,7 +18,7 @@ _STRING_LEAVES = [
     "gpus[{i}].name",
     "cuda.cuda_toolkit_version",
 ]
-_INT_LEAVES = ["gpus[{i}].temperature_celsius", "gpus[{i}].memory_total_bytes"]
+_INT_LEAVES = ["gpus[{i}].ecc_uncorrected_volatile", "gpus[{i}].memory_total_bytes"]
 _BOOL_LEAVES = ["gpus[{i}].persistence_mode", "gpus[{i}].ecc_mode_current"]
 _FLOAT_LEAVES = ["gpus[{i}].power_limit_watts"]
 
@@ -111,7 +111,7 @@ def test_hash_differs_when_one_fact_differs():
         ("gpus.uuid", wire.Reading.ok("x"), "unknown fact path"),
         ("gpus[0]", wire.Reading.ok("x"), "names a message"),
         ("driver", wire.Reading.ok("x"), "names a message"),
-        ("gpus[0].temperature_celsius", wire.Reading.ok("hot"), "expected a int"),
+        ("gpus[0].ecc_uncorrected_volatile", wire.Reading.ok("hot"), "expected a int"),
         ("gpus[999].uuid", wire.Reading.ok("x"), "index beyond"),
         ("driver.driver_version", wire.Reading.ok("x" * 5000), "longer than"),
         ("nccl.libraries[0].path", wire.Reading.ok(7), "expected a string"),

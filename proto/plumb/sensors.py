@@ -1,0 +1,96 @@
+"""GPU sensor readings as both ends of the stream agree on them (plumb.v1.SensorReport).
+
+Readings are not facts (see "Stack facts vs sensor readings" in plumb/v1/facts.proto): they
+have no path, no hash, no history. `GpuSensors` holds one GPU's readings in the units the
+aggregator exports (watts, ratios, bytes); the wire carries NVML's integers. `from_proto`
+refuses what no GPU can report, naming the field, so nothing out of range reaches a gauge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from plumb.v1 import facts_pb2
+
+__all__ = ["BOUNDS", "READINGS", "GpuSensors", "SensorsError", "from_proto", "to_proto"]
+
+# The largest value each wire field may carry, far beyond any GPU yet (a few hundred W and
+# up to ~100 °C, clocks of a few GHz, 288 GB of HBM), so only a broken agent hits them.
+BOUNDS: dict[str, int] = {
+    "temperature_celsius": 200,  # NVML reports 0..~110; the board shuts down far below 200
+    "power_draw_milliwatts": 10_000_000,  # 10 kW: a GB300 superchip draws ~1.4 kW
+    "sm_clock_mhz": 20_000,
+    "memory_clock_mhz": 20_000,
+    "gpu_utilization_percent": 100,
+    "memory_utilization_percent": 100,
+    "memory_used_bytes": 1 << 42,  # 4 TiB
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSensors:
+    """One GPU's latest readings; None is a reading the GPU does not support (or failed)."""
+
+    index: int
+    temperature_celsius: int | None = None
+    power_draw_watts: float | None = None
+    sm_clock_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    gpu_utilization_ratio: float | None = None
+    memory_utilization_ratio: float | None = None
+    memory_used_bytes: int | None = None
+
+    def to_json(self) -> dict[str, int | float | None]:
+        """The API's shape: every reading by name, None where absent."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# The readings, by their name here: (wire field, wire units per unit here).
+READINGS: dict[str, tuple[str, int]] = {
+    "temperature_celsius": ("temperature_celsius", 1),
+    "power_draw_watts": ("power_draw_milliwatts", 1000),
+    "sm_clock_mhz": ("sm_clock_mhz", 1),
+    "memory_clock_mhz": ("memory_clock_mhz", 1),
+    "gpu_utilization_ratio": ("gpu_utilization_percent", 100),
+    "memory_utilization_ratio": ("memory_utilization_percent", 100),
+    "memory_used_bytes": ("memory_used_bytes", 1),
+}
+
+
+class SensorsError(ValueError):
+    """A SensorReport that breaks the contract; the message names the field."""
+
+
+def to_proto(gpus: list[GpuSensors]) -> facts_pb2.SensorReport:
+    """The wire form of `gpus`' readings (rounded to NVML's integer units)."""
+    report = facts_pb2.SensorReport()
+    for gpu in gpus:
+        msg = report.gpus.add(index=gpu.index)
+        for name, (wire, scale) in READINGS.items():
+            value = getattr(gpu, name)
+            if value is not None:
+                setattr(msg, wire, round(value * scale))
+    return report
+
+
+def from_proto(report: facts_pb2.SensorReport) -> tuple[GpuSensors, ...]:
+    """The readings of `report`, by GPU index; SensorsError on a repeated index or a value
+    beyond BOUNDS."""
+    out: list[GpuSensors] = []
+    seen: set[int] = set()
+    for i, msg in enumerate(report.gpus):
+        if msg.index in seen:
+            raise SensorsError(f"gpus[{i}].index: GPU {msg.index} is reported twice")
+        seen.add(msg.index)
+        values: dict[str, int | float] = {}
+        for name, (wire, scale) in READINGS.items():
+            if not msg.HasField(wire):
+                continue
+            value = getattr(msg, wire)
+            if value > BOUNDS[wire]:
+                raise SensorsError(
+                    f"gpus[{i}].{wire}: {value} is beyond {BOUNDS[wire]}, which no GPU reports"
+                )
+            values[name] = value / scale if scale != 1 else value
+        out.append(GpuSensors(index=msg.index, **values))  # type: ignore[arg-type]
+    return tuple(sorted(out, key=lambda g: g.index))

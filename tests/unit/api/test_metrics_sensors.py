@@ -1,0 +1,87 @@
+"""Sensor gauges: each GPU's latest readings with dcgm-exporter's labels, gone with the stream."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from plumb import facts as wire
+from plumb.aggregator.metrics.sensors import SensorSeries
+from plumb.aggregator.state.live import LiveState, Sensors
+from plumb.aggregator.state.replicas import Membership
+from plumb.sensors import GpuSensors
+
+FACTS = {
+    "gpus[0].index": wire.Reading.ok(0),
+    "gpus[0].uuid": wire.Reading.ok("GPU-6d0c0f7e-3f1b-4d47-9c43-4d6b4f0d2a11"),
+    "gpus[0].name": wire.Reading.ok("NVIDIA H100 80GB HBM3"),
+    "gpus[0].pci_bus_id": wire.Reading.ok("00000000:18:00.0"),
+}
+AT = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)  # 1796126400 s after the epoch
+LABELS = (
+    'UUID="GPU-6d0c0f7e-3f1b-4d47-9c43-4d6b4f0d2a11",gpu="0",'
+    'model_name="NVIDIA H100 80GB HBM3",node="n1",pci_bus_id="00000000:18:00.0"'
+)
+
+
+def test_each_reading_is_a_gauge_labelled_as_dcgm_exporter_labels_it():
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = FACTS
+    node.sensors = Sensors(
+        AT,
+        (
+            GpuSensors(
+                index=0,
+                temperature_celsius=41,
+                power_draw_watts=71.25,
+                sm_clock_mhz=1980,
+                gpu_utilization_ratio=0.35,
+                memory_used_bytes=536_870_912,
+            ),
+        ),
+    )
+    text = SensorSeries(state, Membership("r1", tailing=False)).render().decode()
+    # Memory clock and memory utilisation were not read: no sample, only the family.
+    assert text == (
+        "# HELP plumb_gpu_temperature_celsius GPU temperature.\n"
+        "# TYPE plumb_gpu_temperature_celsius gauge\n"
+        f"plumb_gpu_temperature_celsius{{{LABELS}}} 41.0\n"
+        "# HELP plumb_gpu_power_draw_watts GPU power draw.\n"
+        "# TYPE plumb_gpu_power_draw_watts gauge\n"
+        f"plumb_gpu_power_draw_watts{{{LABELS}}} 71.25\n"
+        "# HELP plumb_gpu_sm_clock_mhz Current SM clock of the GPU.\n"
+        "# TYPE plumb_gpu_sm_clock_mhz gauge\n"
+        f"plumb_gpu_sm_clock_mhz{{{LABELS}}} 1980.0\n"
+        "# HELP plumb_gpu_memory_clock_mhz Current memory clock of the GPU.\n"
+        "# TYPE plumb_gpu_memory_clock_mhz gauge\n"
+        "# HELP plumb_gpu_utilization_ratio Share of the last sample period a kernel ran on "
+        "the GPU.\n"
+        "# TYPE plumb_gpu_utilization_ratio gauge\n"
+        f"plumb_gpu_utilization_ratio{{{LABELS}}} 0.35\n"
+        "# HELP plumb_gpu_memory_utilization_ratio Share of the last sample period the GPU's "
+        "memory was read or written.\n"
+        "# TYPE plumb_gpu_memory_utilization_ratio gauge\n"
+        "# HELP plumb_gpu_memory_used_bytes GPU memory in use.\n"
+        "# TYPE plumb_gpu_memory_used_bytes gauge\n"
+        f"plumb_gpu_memory_used_bytes{{{LABELS}}} 5.36870912e+08\n"
+        "# HELP plumb_node_sensors_timestamp_seconds When the aggregator received the node's "
+        "latest sensor readings.\n"
+        "# TYPE plumb_node_sensors_timestamp_seconds gauge\n"
+        'plumb_node_sensors_timestamp_seconds{node="n1"} 1.7961264e+09\n'
+    )
+    assert list(text_string_to_metric_families(text))  # and Prometheus' parser reads it
+
+
+def test_a_new_report_shows_at_once_and_a_gone_one_drops_its_series():
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = FACTS
+    node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=41),))
+    series = SensorSeries(state, Membership("r1", tailing=False))
+    assert f"plumb_gpu_temperature_celsius{{{LABELS}}} 41.0\n" in series.render().decode()
+    node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=42),))
+    assert f"plumb_gpu_temperature_celsius{{{LABELS}}} 42.0\n" in series.render().decode()
+    node.sensors = None  # the stream ended (Intake.disconnected)
+    assert "{" not in series.render().decode()

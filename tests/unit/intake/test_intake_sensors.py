@@ -1,0 +1,114 @@
+"""Sensor readings on the stream: bounded at ingest, kept as the latest value by the intake,
+never written, diffed or evaluated, and gone with the stream."""
+
+from __future__ import annotations
+
+import pytest
+from test_ingest_servicer import Aborted, FakeContext, end, full, open_stream, servicer
+from test_intake import h100, make
+
+from plumb.aggregator.ingest import limits
+from plumb.aggregator.intake.intake import StreamStart
+from plumb.aggregator.settings import IngestSettings
+from plumb.sensors import GpuSensors
+from plumb.v1 import agent_pb2, facts_pb2
+
+
+def report(*gpus: facts_pb2.GpuSensors) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(sensors=facts_pb2.SensorReport(gpus=gpus))
+
+
+def gpu(index: int = 0, **readings: int) -> facts_pb2.GpuSensors:
+    return facts_pb2.GpuSensors(index=index, **readings)
+
+
+def test_readings_arrive_in_the_units_they_are_exported_in():
+    msg = gpu(
+        1,
+        temperature_celsius=41,
+        power_draw_milliwatts=71_250,
+        sm_clock_mhz=1980,
+        gpu_utilization_percent=35,
+        memory_used_bytes=512 << 20,
+    )
+    assert limits.check_sensors(report(msg).sensors, IngestSettings()) == (
+        GpuSensors(
+            index=1,
+            temperature_celsius=41,
+            power_draw_watts=71.25,
+            sm_clock_mhz=1980,
+            gpu_utilization_ratio=0.35,
+            memory_used_bytes=536_870_912,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpus", "says"),
+    [
+        ([gpu(0, temperature_celsius=201)], "gpus[0].temperature_celsius: 201 is beyond 200"),
+        ([gpu(0, gpu_utilization_percent=101)], "gpus[0].gpu_utilization_percent: 101"),
+        ([gpu(0), gpu(0)], "gpus[1].index: GPU 0 is reported twice"),
+        ([gpu(4)], "gpus[0].index is 4, beyond the 4 GPUs"),
+        ([gpu(i) for i in range(5)], "5 GPUs is more than the 4"),
+    ],
+)
+def test_a_reading_no_gpu_reports_is_refused_naming_the_field(gpus, says):
+    with pytest.raises(limits.Refused) as refused:
+        limits.check_sensors(report(*gpus).sensors, IngestSettings(max_gpus_per_node=4))
+    assert says in str(refused.value)
+
+
+async def test_the_latest_report_is_kept_and_nothing_is_written_or_evaluated():
+    ingest, state, _, writer = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    updates, generation = len(writer.updates), state.generation
+    await ctx.inbox.put(report(gpu(0, temperature_celsius=40), gpu(1, temperature_celsius=44)))
+    await ctx.inbox.put(report(gpu(0, temperature_celsius=41), gpu(1, temperature_celsius=44)))
+    await ctx.reply(full(h100(), seq=2))  # answered after both reports were handled
+    held = state.get("gpu-1").sensors  # type: ignore[union-attr]
+    assert held is not None and [g.temperature_celsius for g in held.gpus] == [41, 44]
+    # The resend is the only update since the facts; the reports added none, nor a verdict.
+    assert len(writer.updates) == updates + 1
+    assert writer.updates[-1].changes == ()
+    assert state.generation == generation + 1  # the resend's, not the reports'
+    await end(task, ctx)
+    assert state.get("gpu-1").sensors is None  # type: ignore[union-attr]
+
+
+async def test_a_report_before_full_facts_is_ignored():
+    ingest, state, _, writer = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.inbox.put(report(gpu(0, temperature_celsius=40)))
+    await ctx.reply(full(h100()))
+    assert state.get("gpu-1").sensors is None  # type: ignore[union-attr]
+    await end(task, ctx)
+
+
+async def test_a_bad_report_ends_the_stream_naming_the_field():
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    await ctx.inbox.put(report(gpu(0, temperature_celsius=40)))
+    await ctx.inbox.put(report(gpu(0, temperature_celsius=400)))
+    with pytest.raises(Aborted) as aborted:
+        await task
+    assert aborted.value.code.name == "INVALID_ARGUMENT"
+    assert "gpus[0].temperature_celsius: 400" in str(aborted.value)
+    # The stream is gone, and its readings with it; the bad one was never kept.
+    assert state.get("gpu-1").sensors is None  # type: ignore[union-attr]
+
+
+def test_only_the_nodes_open_stream_sets_its_readings():
+    intake, state, *_ = make()
+    intake.report("gpu-1", 1, h100(), "d1", StreamStart("s-new", "b1", "0.1.0"))
+    intake.sensors("gpu-1", "s-old", (GpuSensors(0, temperature_celsius=90),))
+    assert state.get("gpu-1").sensors is None  # type: ignore[union-attr]
+    intake.sensors("gpu-1", "s-new", (GpuSensors(0, temperature_celsius=40),))
+    intake.disconnected("gpu-1", "s-old")  # a superseded stream's end changes nothing
+    held = state.get("gpu-1").sensors  # type: ignore[union-attr]
+    assert held is not None and held.gpus == (GpuSensors(0, temperature_celsius=40),)
