@@ -6,20 +6,32 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
-from plumb.aggregator.aicr import criteria_from_recipe_criteria
+from plumb.aggregator.cli import choices
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err
 from plumb.aggregator.cli.output import emit
 from plumb.aggregator.cli.render import recipe_tables
-from plumb.aggregator.errors import STATUS, PlumbError
+from plumb.aggregator.errors import EXIT_CODES, PlumbError
 
 Node = Annotated[str | None, typer.Option(help="resolve from this node's live facts")]
-Service = Annotated[str, typer.Option(help="eks, gke, aks, oke, kind, on-prem … or any")]
-Accelerator = Annotated[str, typer.Option(help="h100, h200, a100, l4 … or any")]
-Os = Annotated[str, typer.Option("--os", help="ubuntu, cos, rhel … or any")]
-Intent = Annotated[str, typer.Option(help="training, inference or any")]
-Platform = Annotated[str, typer.Option(help="kubeflow, dynamo … or any")]
+
+
+def _one_of(key: str):
+    """Checks a criteria flag against the recipes' values; `any` needs no look-up."""
+    return choices.one_of(key, choices.criteria(key), default="any")
+
+
+Service = Annotated[
+    str, typer.Option(help="eks, gke, aks, oke, kind, on-prem … or any", parser=_one_of("service"))
+]
+Accelerator = Annotated[
+    str, typer.Option(help="h100, h200, a100, l4 … or any", parser=_one_of("accelerator"))
+]
+Os = Annotated[str, typer.Option("--os", help="ubuntu, cos, rhel … or any", parser=_one_of("os"))]
+Intent = Annotated[str, typer.Option(help="training, inference or any", parser=_one_of("intent"))]
+Platform = Annotated[
+    str, typer.Option(help="kubeflow, dynamo … or any", parser=_one_of("platform"))
+]
 
 
 CriteriaFile = Annotated[
@@ -36,14 +48,18 @@ CriteriaFile = Annotated[
 
 def _criteria_file(path: Path) -> dict[str, Any]:
     """The criteria in an AICR RecipeCriteria file; exit 2 naming what is wrong."""
+    import yaml
+
+    from plumb.aggregator.aicr import criteria_from_recipe_criteria
+
     try:
         return criteria_from_recipe_criteria(yaml.safe_load(path.read_text()))
     except (OSError, yaml.YAMLError) as exc:
         err.print(f"cannot read {path}: {exc}")
-        raise typer.Exit(STATUS["invalid_input"][2]) from exc
+        raise typer.Exit(EXIT_CODES["invalid_input"]) from exc
     except PlumbError as exc:
         err.print(f"{path}: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
-        raise typer.Exit(STATUS[exc.code][2]) from exc
+        raise typer.Exit(EXIT_CODES[exc.code]) from exc
 
 
 def _fetch(server: str, node: str | None, criteria: dict[str, Any]) -> dict[str, Any]:
