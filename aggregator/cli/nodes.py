@@ -31,8 +31,8 @@ def nodes(
     drifted: DriftedOpt = False,
     output: OutputOpt = Output.table,
 ) -> None:
-    """Every node, down ones first: status (up, stale, down), pool, GPUs, driver, CUDA, NCCL,
-    open findings by severity, report age. `-o wide` adds CUDA runtime, OS and kernel.
+    """Every node, down ones first: status (up, stale, down), pool, GPUs, driver, CUDA, open
+    findings by severity, report age. `-o wide` adds NCCL, CUDA runtime, OS and kernel.
 
     Exit codes: 0 ok, 2 bad option, 5 aggregator unreachable.
     """
