@@ -115,7 +115,9 @@ def _post(server: str, body: dict) -> tuple[bytes, int]:
     import httpx
 
     try:
-        resp = httpx.post(server.rstrip("/") + "/v1/bundles", json=body, timeout=60, **connection())
+        resp = httpx.post(
+            server.rstrip("/") + "/v1/bundles", json=body, timeout=60, **connection(server)
+        )
     except httpx.HTTPError as exc:
         raise unreachable(server, exc) from exc
     if resp.status_code >= 400:

@@ -61,7 +61,7 @@ def _aicr_yaml(server: str, params: dict[str, str]) -> str:
             server.rstrip("/") + "/v1/snapshot",
             params={**params, "format": "aicr"},
             timeout=30,
-            **connection(),
+            **connection(server),
         )
     except httpx.HTTPError:
         resp = None

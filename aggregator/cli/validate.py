@@ -34,7 +34,7 @@ def _fetch(server: str, run_id: str, fmt: Format) -> str:
         f"{server.rstrip('/')}/v1/validations/{run_id}",
         params={"format": fmt.value},
         timeout=30,
-        **connection(),
+        **connection(server),
     )
     resp.raise_for_status()
     return resp.text

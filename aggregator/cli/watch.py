@@ -77,7 +77,7 @@ def watch(
 
     server = server.rstrip("/")
     try:
-        with httpx.Client(**connection()) as client:
+        with httpx.Client(**connection(server)) as client:
             watcher = _Watcher(server, client)
             if out.is_terminal:
                 _live(watcher, interval, iterations)
