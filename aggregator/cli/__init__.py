@@ -1,9 +1,13 @@
 """`plumb`: run the aggregator, and ask a running one about the cluster.
 
-Each command lives in its own module and registers itself on the shared Typer app.
+Each command lives in its own module and registers itself on the shared Typer app. A module
+imports at its top only what `plumb --help` needs too; what its command alone uses (httpx,
+the recipes, bundle or server code) it imports when the command runs, so every command
+starts fast (tests/unit/cli/test_cli_imports.py holds the line).
 """
 
 from plumb.aggregator.cli import (  # noqa: F401  (each module registers its commands)
+    baseline,
     bundle,
     demo,
     drift,

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
 
-from plumb.aggregator.bundle import DEPLOYERS, BundleError, unpack, verify
-from plumb.aggregator.cli.app import ServerOpt, app, connection, err, out
+from plumb.aggregator.cli import choices
+from plumb.aggregator.cli.app import ServerOpt, app, connection, err, out, refused, unreachable
 from plumb.aggregator.cli.recipe import Accelerator, Intent, Node, Os, Platform, Service
-from plumb.aggregator.errors import STATUS
+from plumb.aggregator.cli.render import plural
+from plumb.aggregator.errors import EXIT_CODES
 
 Many = Annotated[list[str] | None, typer.Option()]
 ARCHIVES = {".zip": "zip", ".gz": "tar.gz", ".tgz": "tar.gz"}
@@ -30,7 +31,13 @@ def bundle(
     os: Os = "any",
     intent: Intent = "any",
     platform: Platform = "any",
-    deployer: Annotated[str, typer.Option(help=", ".join(DEPLOYERS))] = "helm",
+    deployer: Annotated[
+        str,
+        typer.Option(
+            help="how the bundle deploys (helm, helmfile, argocd, flux …)",
+            parser=choices.one_of("deployer", choices.deployers, default="helm"),
+        ),
+    ] = "helm",
     set: Annotated[
         list[str] | None, typer.Option("--set", help="component:path=value, repeatable")
     ] = None,
@@ -42,8 +49,25 @@ def bundle(
         str | None, typer.Option(help="Git repo of the bundle (argocd, flux)")
     ] = None,
     repo_branch: str = "main",
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="replace the contents of a non-empty output folder"),
+    ] = False,
 ) -> None:
-    """A deployable bundle of the recipe for --node, a recipe file, or criteria."""
+    """A deployable bundle of the recipe for --node, a recipe file, or criteria.
+
+    A folder given as --output must be empty, or --force replaces everything in it (so
+    `plumb verify` checks exactly the new bundle). Exit codes: 0 ok, 2 bad option or a
+    non-empty folder, 5 aggregator unreachable.
+    """
+    folder = output.suffix not in ARCHIVES
+    if folder and output.is_dir() and any(output.iterdir()) and not force:
+        err.print(
+            f"{output} is not empty: a bundle written into it would sit beside stale files\n"
+            "hint: give an empty or new folder, or --force to replace its contents",
+            markup=False,
+        )
+        raise typer.Exit(EXIT_CODES["invalid_input"])
     body: dict = {
         "deployer": deployer,
         "set": set or [],
@@ -64,24 +88,44 @@ def bundle(
             service=service, accelerator=accelerator, os=os, intent=intent, platform=platform
         )
     data, files = _post(server, body)
-    if output.suffix in ARCHIVES:
-        output.write_bytes(data)
-    else:
+    if folder:
+        from plumb.aggregator.bundle import unpack
+
+        if output.is_dir():
+            _empty(output)
         unpack(data, output)
-    err.print(f"wrote {files} files to {output} ({len(data) / 1024:.1f} KiB archived)")
+    else:
+        output.write_bytes(data)
+    err.print(
+        f"wrote {plural(files, 'file')} to {output} ({len(data) / 1024:.1f} KiB archived)",
+        markup=False,
+    )
+
+
+def _empty(folder: Path) -> None:
+    """Remove everything inside `folder` (the folder itself stays, with its permissions)."""
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def _post(server: str, body: dict) -> tuple[bytes, int]:
+    import httpx
+
     try:
-        resp = httpx.post(server.rstrip("/") + "/v1/bundles", json=body, timeout=60, **connection())
+        resp = httpx.post(
+            server.rstrip("/") + "/v1/bundles", json=body, timeout=60, **connection(server)
+        )
     except httpx.HTTPError as exc:
-        err.print(f"cannot reach the aggregator at {server}: {exc}")
-        raise typer.Exit(STATUS["unavailable"][2]) from exc
+        raise unreachable(server, exc) from exc
     if resp.status_code >= 400:
-        problem = resp.json()
-        hint = f"\nhint: {problem['hint']}" if problem.get("hint") else ""
-        err.print(f"{problem.get('message', resp.text)}{hint}", markup=False)
-        raise typer.Exit(STATUS.get(problem.get("code", "internal"), STATUS["internal"])[2])
+        try:
+            problem = resp.json()
+        except ValueError:
+            problem = None
+        raise refused(problem, resp.text)
     return resp.content, int(resp.headers["X-Bundle-Files"])
 
 
@@ -90,14 +134,17 @@ def verify_bundle(
     path: Annotated[Path, typer.Argument(help="a bundle folder, .tar.gz or .zip")],
 ) -> None:
     """Recompute a bundle's checksums; exit 1 naming every changed, missing or extra file."""
+    from plumb.aggregator.bundle import BundleError, verify
+
     try:
         checked, problems = verify(path)
     except BundleError as exc:
         err.print(str(exc), markup=False)
-        raise typer.Exit(STATUS[exc.code][2]) from exc
+        raise typer.Exit(EXIT_CODES[exc.code]) from exc
     for problem in problems:
         err.print(str(problem), markup=False)
     if problems:
-        err.print(f"FAILED: {len(problems)} problem(s) in {path}")
+        err.print(f"FAILED: {plural(len(problems), 'problem')} in {path}", markup=False)
         raise typer.Exit(1)
-    out.print(f"OK: {checked} files match checksums.txt")
+    verb = "matches" if checked == 1 else "match"
+    out.print(f"OK: {plural(checked, 'file')} {verb} checksums.txt", markup=False)

@@ -12,11 +12,10 @@ from typing import Annotated
 
 import typer
 
-from plumb import nccltests
 from plumb.aggregator.cli.app import Output, OutputOpt, app, err
 from plumb.aggregator.cli.output import emit
 from plumb.aggregator.cli.render import nccl_table
-from plumb.aggregator.errors import STATUS
+from plumb.aggregator.errors import EXIT_CODES
 
 
 @app.command()
@@ -28,15 +27,17 @@ def nccl(
 
     Exit codes: 0 every run ok, 1 a run failed or is incomplete, 2 unreadable or no run.
     """
+    from plumb import nccltests
+
     try:
         text = file.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         err.print(f"cannot read {file}: {exc.strerror or exc}")
-        raise typer.Exit(STATUS["invalid_input"][2]) from exc
+        raise typer.Exit(EXIT_CODES["invalid_input"]) from exc
     runs = [nccltests.summary(r) for r in nccltests.parse(text)]
     if not runs:
         err.print(f"no nccl-tests run in {file}\nhint: give the stdout of an *_perf binary")
-        raise typer.Exit(STATUS["invalid_input"][2])
+        raise typer.Exit(EXIT_CODES["invalid_input"])
     emit(runs, output, lambda r: [nccl_table(r, file.name)])
     if any(r["status"] != "ok" for r in runs):
         raise typer.Exit(1)

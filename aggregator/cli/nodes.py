@@ -1,4 +1,4 @@
-"""`plumb nodes`: the live nodes, one row each, with their stack, pool and open findings."""
+"""`plumb nodes`: the live nodes, one row each, with their status, stack, pool and findings."""
 
 from __future__ import annotations
 
@@ -31,9 +31,10 @@ def nodes(
     drifted: DriftedOpt = False,
     output: OutputOpt = Output.table,
 ) -> None:
-    """Every node: pool, GPUs, driver, CUDA, NCCL, open findings by severity, report age.
+    """Every node, down ones first: status (up, stale, down), pool, GPUs, driver, CUDA, open
+    findings by severity, report age. `-o wide` adds NCCL, CUDA runtime, OS and kernel.
 
     Exit codes: 0 ok, 2 bad option, 5 aggregator unreachable.
     """
     rows = fetch_nodes(server, pool, drifted)
-    emit(rows, output, lambda r: [fleet_table(r)])
+    emit(rows, output, lambda r: [fleet_table(r)], lambda r: [fleet_table(r, wide=True)])

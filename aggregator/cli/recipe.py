@@ -9,19 +9,31 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from plumb.aggregator.aicr import criteria_from_recipe_criteria
+from plumb.aggregator.cli import choices
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err
 from plumb.aggregator.cli.output import emit
 from plumb.aggregator.cli.render import recipe_tables
-from plumb.aggregator.errors import STATUS, PlumbError
-from plumb.aggregator.untrusted import load_yaml
+from plumb.aggregator.errors import EXIT_CODES, PlumbError
 
 Node = Annotated[str | None, typer.Option(help="resolve from this node's live facts")]
-Service = Annotated[str, typer.Option(help="eks, gke, aks, oke, kind, on-prem … or any")]
-Accelerator = Annotated[str, typer.Option(help="h100, h200, a100, l4 … or any")]
-Os = Annotated[str, typer.Option("--os", help="ubuntu, cos, rhel … or any")]
-Intent = Annotated[str, typer.Option(help="training, inference or any")]
-Platform = Annotated[str, typer.Option(help="kubeflow, dynamo … or any")]
+
+
+def _one_of(key: str):
+    """Checks a criteria flag against the recipes' values; `any` needs no look-up."""
+    return choices.one_of(key, choices.criteria(key), default="any")
+
+
+Service = Annotated[
+    str, typer.Option(help="eks, gke, aks, oke, kind, on-prem … or any", parser=_one_of("service"))
+]
+Accelerator = Annotated[
+    str, typer.Option(help="h100, h200, a100, l4 … or any", parser=_one_of("accelerator"))
+]
+Os = Annotated[str, typer.Option("--os", help="ubuntu, cos, rhel … or any", parser=_one_of("os"))]
+Intent = Annotated[str, typer.Option(help="training, inference or any", parser=_one_of("intent"))]
+Platform = Annotated[
+    str, typer.Option(help="kubeflow, dynamo … or any", parser=_one_of("platform"))
+]
 
 
 CriteriaFile = Annotated[
@@ -50,22 +62,26 @@ SnapshotFile = Annotated[
 def _document(path: Path) -> Any:
     """A YAML or JSON file from the user, read within the bounds of untrusted input; exit 2
     naming what is wrong."""
+    from plumb.aggregator.untrusted import load_yaml
+
     try:
         return load_yaml(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
         err.print(f"cannot read {path}: {exc}")
-        raise typer.Exit(STATUS["invalid_input"][2]) from exc
+        raise typer.Exit(EXIT_CODES["invalid_input"]) from exc
     except PlumbError as exc:
         _refuse(path, exc)
 
 
 def _refuse(path: Path, exc: PlumbError) -> NoReturn:
     err.print(f"{path}: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
-    raise typer.Exit(STATUS[exc.code][2]) from exc
+    raise typer.Exit(EXIT_CODES[exc.code]) from exc
 
 
 def _criteria_file(path: Path) -> dict[str, Any]:
     """The criteria in an AICR RecipeCriteria file; exit 2 naming what is wrong."""
+    from plumb.aggregator.aicr import criteria_from_recipe_criteria
+
     try:
         return criteria_from_recipe_criteria(_document(path))
     except PlumbError as exc:
@@ -102,7 +118,7 @@ def recipe(
     --node's live facts."""
     if sum(x is not None for x in (node, criteria_file, snapshot)) > 1:
         err.print("give at most one of --node, --criteria and --snapshot")
-        raise typer.Exit(STATUS["invalid_input"][2])
+        raise typer.Exit(EXIT_CODES["invalid_input"])
     flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
     criteria: dict[str, Any] = _criteria_file(criteria_file) if criteria_file else {}
     criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})

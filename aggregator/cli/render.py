@@ -1,116 +1,158 @@
-"""Tables for people: what `plumb` commands and the demo print."""
+"""Tables for people: what `plumb` commands and the demo print.
+
+Each table is a `Sheet`: a title, columns, rows of rich-markup cells and notes under it. On a
+terminal it draws as a rich table whose cells wrap rather than cut; in a pipe it prints as
+plain aligned columns, every value whole, so `grep` and `awk` see what the API said.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from rich.console import Group
-from rich.table import Table
+from rich.markup import escape
 
 from plumb.aggregator import present
-from plumb.tree import leaves
+
+__all__ = [
+    "STALE_AFTER_S",
+    "Sheet",
+    "drift_table",
+    "fleet_table",
+    "history_table",
+    "nccl_table",
+    "node_status",
+    "node_tables",
+    "nodes_table",
+    "plural",
+    "recipe_tables",
+    "validation_table",
+    "watch_view",
+]
+
+# A connected node is `stale` past this without a report: the aggregator's
+# kubernetes.agent_stale_s default (two 30 s heartbeats plus the idle timeout's margin), the
+# age at which it marks the node's agent down; a test holds the two equal.
+STALE_AFTER_S = 90.0
+_GAP = "   "  # between plain columns, as kubectl prints them
 
 
-def nodes_table(rows: list[dict]) -> Table:
-    """The `plumb nodes` table."""
-    table = Table(title=f"{len(rows)} nodes", title_justify="left")
-    table.add_column("NODE", no_wrap=True)
-    for col in ("STATUS", "GPUS", "DRIVER", "CUDA", "OS", "REPORTED"):
-        table.add_column(col)
-    now = datetime.now(UTC)
-    for r in rows:
-        product = (r["gpu_product"] or "?").removeprefix("NVIDIA ")
-        gpus = f"{r['gpu_count']}× {product}" if r["gpu_count"] else "-"
-        table.add_row(
-            r["name"],
-            "[green]up[/]" if r["connected"] else "[red]down[/]",
-            gpus,
-            r["driver_version"] or "-",
-            r["cuda_driver_version"] or "-",
-            r["os"] or "-",
-            present.age(r["last_report_at"], now),
+@dataclass
+class Sheet:
+    """A titled table with notes under it: rich on a terminal, plain columns in a pipe."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    show_header: bool = True
+    # Columns a terminal never wraps (names, versions, states): the others give up width.
+    fixed: tuple[str, ...] = ()
+
+    def __rich__(self):
+        from rich.console import Group
+        from rich.table import Table
+
+        table = Table(
+            title=self.title,
+            title_justify="left",
+            show_header=self.show_header,
+            box=None,
+            pad_edge=False,
+            header_style="bold",
         )
-    return table
+        for header in self.headers:
+            table.add_column(header, overflow="fold", no_wrap=header in self.fixed)
+        for row in self.rows:
+            table.add_row(*row)
+        return Group(table, *self.notes) if self.notes else table
+
+    def plain(self) -> str:
+        """The sheet as text: title, header, rows padded to each column's widest, notes."""
+        from rich.cells import cell_len
+
+        grid = [self.headers] if self.show_header else []
+        grid += [[plain(cell) for cell in row] for row in self.rows]
+        widths = [max((cell_len(r[i]) for r in grid), default=0) for i in range(len(self.headers))]
+        lines = [plain(self.title)]
+        for row in grid:
+            cells = [c + " " * (w - cell_len(c)) for c, w in zip(row, widths, strict=True)]
+            lines.append(_GAP.join(cells).rstrip())
+        lines += [plain(note) for note in self.notes]
+        return "\n".join(lines)
 
 
-def history_table(rows: list[dict], title: str = "changes, newest first") -> Table:
-    """Fact changes; a first report's values show as changes from "-"."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("AT (UTC)", no_wrap=True)
-    for col in ("FACT", "OLD", "NEW"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            datetime.fromisoformat(r["at"]).astimezone(UTC).strftime("%H:%M:%S.%f")[:-3],
-            r["path"],
-            str((r["old"] or {}).get("value", "-")),
-            str((r["new"] or {}).get("value", "-")),
-        )
-    return table
+def plain(markup: str) -> str:
+    """Rich markup as the text it shows."""
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain
 
 
-def recipe_tables(body: dict) -> list[Table]:
-    """A resolved recipe as tables: what applied, components in deployment order, findings."""
-    crit = ", ".join(f"{k}={v}" for k, v in body["criteria"].items() if v not in ("any", 0))
-    overlays = Table(
-        title=f"recipe {body['content_hash'][:12]} for {crit or 'any'}", title_justify="left"
-    )
-    overlays.add_column("OVERLAY")
-    overlays.add_column("STATUS")
-    for name in body["overlays"]["applied"]:
-        overlays.add_row(name, "[green]applied[/]")
-    for ex in body["overlays"]["excluded"]:
-        overlays.add_row(ex["name"], f"[yellow]excluded[/]: {ex['reason']}")
-    components = Table(title="components, in deployment order", title_justify="left")
-    for col in ("#", "COMPONENT", "VERSION", "NAMESPACE"):
-        components.add_column(col)
-    by_name = {c["name"]: c for c in body["components"]}
-    for i, name in enumerate(body["deployment_order"], 1):
-        c = by_name.get(name, {})
-        components.add_row(str(i), name, str(c.get("version", "-")), str(c.get("namespace", "-")))
-    tables = [overlays, components]
-    if body["findings"]:
-        findings = Table(title="findings", title_justify="left")
-        for col in ("SEVERITY", "RULE", "MESSAGE", "REMEDIATION"):
-            findings.add_column(col)
-        for f in body["findings"]:
-            findings.add_row(f["severity"], f["rule"], f["message"], f["remediation"])
-        tables.append(findings)
-    return tables
-
-
-_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def drift_table(findings: list[dict]) -> Group:
-    """Open drift findings, one row each, then what to do about each kind of them."""
-    table = Table(title=f"{len(findings)} open drift findings", title_justify="left")
-    table.add_column("NODE", no_wrap=True)
-    for col in ("SEVERITY", "KIND", "COMPONENT", "EXPECTED → OBSERVED", "SINCE", "FIX"):
-        table.add_column(col)
-    fixes: dict[str, int] = {}
-    for f in findings:
-        style = _SEVERITY_STYLE.get(f["severity"], "")
-        fix = fixes.setdefault(f["remediation"], len(fixes) + 1)
-        table.add_row(
-            f["node"],
-            f"[{style}]{f['severity']}[/]" if style else f["severity"],
-            f["kind"],
-            f["component"],
-            f"{f['expected'] or '-'} → {f['observed']}",
-            datetime.fromisoformat(f["opened_at"]).astimezone(UTC).strftime("%H:%M:%S"),
-            f"[{fix}]",
-        )
-    notes = [f"[{n}] {text}" for text, n in fixes.items()]
-    return Group(table, *notes)
-
-
-# --- the SRE's view: `plumb nodes`, `plumb node`, `plumb watch` -------------------------------
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 node`, `3 nodes`; `many` where adding an s is wrong."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
 
 
 def _now() -> datetime:
     """The time ages are measured from; golden tests pin it."""
     return datetime.now(UTC)
+
+
+def _when(stamp: str, now: datetime) -> str:
+    """`HH:MM:SS` on the day of `now` (UTC), else `YYYY-MM-DD HH:MM`."""
+    at = datetime.fromisoformat(stamp).astimezone(UTC)
+    return at.strftime("%H:%M:%S") if at.date() == now.date() else at.strftime("%Y-%m-%d %H:%M")
+
+
+# --- node status: up, stale or down ------------------------------------------------------------
+
+_STATUS_ORDER = {"down": 0, "stale": 1, "up": 2}
+_STATUS_CELL = {"down": "[bold red]down[/]", "stale": "[yellow]stale[/]", "up": "[green]up[/]"}
+
+
+def node_status(row: dict, now: datetime) -> str:
+    """`down` (no agent stream), `stale` (streaming but silent past STALE_AFTER_S) or `up`."""
+    if not row["connected"]:
+        return "down"
+    last = row.get("last_report_at")
+    if last is None or (now - datetime.fromisoformat(last)).total_seconds() > STALE_AFTER_S:
+        return "stale"
+    return "up"
+
+
+def _by_status(rows: list[dict], now: datetime) -> list[dict]:
+    """Down nodes first, then stale, then up; the API's order within each."""
+    return sorted(rows, key=lambda r: _STATUS_ORDER[node_status(r, now)])
+
+
+def _status_counts(rows: list[dict], now: datetime) -> str:
+    """`1 down, 0 stale, 2 up`."""
+    statuses = [node_status(r, now) for r in rows]
+    return ", ".join(f"{statuses.count(s)} {s}" for s in _STATUS_ORDER)
+
+
+def nodes_table(rows: list[dict]) -> Sheet:
+    """Nodes as the snapshot and the demo list them: status, GPUs, driver, CUDA, OS."""
+    now = _now()
+    sheet = Sheet(
+        f"{plural(len(rows), 'node')}: {_status_counts(rows, now)}",
+        ["NODE", "STATUS", "GPUS", "DRIVER", "CUDA", "OS", "REPORTED"],
+        fixed=("NODE", "STATUS", "DRIVER", "CUDA"),
+    )
+    for r in _by_status(rows, now):
+        sheet.rows.append(
+            [
+                escape(r["name"]),
+                _STATUS_CELL[node_status(r, now)],
+                escape(present.gpus_text(r["gpu_count"], r["gpu_product"])),
+                escape(r["driver_version"] or "-"),
+                escape(r["cuda_driver_version"] or "-"),
+                escape(r["os"] or "-"),
+                present.age(r["last_report_at"], now),
+            ]
+        )
+    return sheet
 
 
 def _findings_cell(counts: dict[str, int]) -> str:
@@ -123,75 +165,197 @@ def _findings_cell(counts: dict[str, int]) -> str:
     return ", ".join(parts) or "[green]-[/]"
 
 
-def fleet_table(rows: list[dict]) -> Table:
-    """The `plumb nodes` table: pool, GPUs, stack versions, open findings, report age."""
-    drifted = sum(1 for r in rows if r.get("drifted"))
-    table = Table(title=f"{len(rows)} nodes, {drifted} drifted", title_justify="left")
-    table.add_column("NODE", no_wrap=True)
-    for col in ("POOL", "GPUS", "DRIVER", "CUDA", "NCCL", "FINDINGS", "REPORTED"):
-        table.add_column(col)
+def fleet_table(rows: list[dict], *, wide: bool = False) -> Sheet:
+    """The `plumb nodes` table, down nodes first: status, pool, GPUs, driver and CUDA, open
+    findings, report age; `wide` adds NCCL, the CUDA runtime, OS and kernel."""
     now = _now()
-    for r in rows:
-        age = present.age(r["last_report_at"], now)
-        table.add_row(
-            r["name"],
-            r.get("pool") or "-",
-            present.gpus_text(r["gpu_count"], r["gpu_product"]),
-            r["driver_version"] or "-",
-            r["cuda_driver_version"] or "-",
-            r.get("nccl_version") or "-",
+    drifted = sum(1 for r in rows if r.get("drifted"))
+    headers = ["NODE", "STATUS", "POOL", "GPUS", "DRIVER", "CUDA", "FINDINGS", "REPORTED"]
+    if wide:
+        headers += ["NCCL", "CUDA RUNTIME", "OS", "KERNEL"]
+    sheet = Sheet(
+        f"{plural(len(rows), 'node')}: {_status_counts(rows, now)}; {drifted} drifted",
+        headers,
+        fixed=("NODE", "STATUS", "DRIVER", "CUDA", "NCCL", "CUDA RUNTIME"),
+    )
+    for r in _by_status(rows, now):
+        cells = [
+            escape(r["name"]),
+            _STATUS_CELL[node_status(r, now)],
+            escape(r.get("pool") or "-"),
+            escape(present.gpus_text(r["gpu_count"], r["gpu_product"])),
+            escape(r["driver_version"] or "-"),
+            escape(r["cuda_driver_version"] or "-"),
             _findings_cell(r.get("findings") or {}),
-            age if r["connected"] else f"[red]{age} (down)[/]",
+            present.age(r["last_report_at"], now),
+        ]
+        if wide:
+            keys = ("nccl_version", "cuda_runtime_version", "os", "kernel")
+            cells += [escape(r.get(key) or "-") for key in keys]
+        sheet.rows.append(cells)
+    return sheet
+
+
+def history_table(rows: list[dict], title: str = "changes, newest first") -> Sheet:
+    """Fact changes; a first report's values show as changes from "-"."""
+    sheet = Sheet(title, ["AT (UTC)", "FACT", "OLD", "NEW"])
+    for r in rows:
+        sheet.rows.append(
+            [
+                datetime.fromisoformat(r["at"]).astimezone(UTC).strftime("%H:%M:%S.%f")[:-3],
+                escape(r["path"]),
+                escape(str((r["old"] or {}).get("value", "-"))),
+                escape(str((r["new"] or {}).get("value", "-"))),
+            ]
         )
-    return table
+    return sheet
+
+
+def recipe_tables(body: dict) -> list[Sheet]:
+    """A resolved recipe as tables: what applied, components in deployment order, findings."""
+    crit = ", ".join(f"{k}={v}" for k, v in body["criteria"].items() if v not in ("any", 0))
+    overlays = Sheet(
+        escape(f"recipe {body['content_hash'][:12]} for {crit or 'any'}"), ["OVERLAY", "STATUS"]
+    )
+    for name in body["overlays"]["applied"]:
+        overlays.rows.append([escape(name), "[green]applied[/]"])
+    for ex in body["overlays"]["excluded"]:
+        overlays.rows.append([escape(ex["name"]), f"[yellow]excluded[/]: {escape(ex['reason'])}"])
+    components = Sheet(
+        "components, in deployment order", ["#", "COMPONENT", "VERSION", "NAMESPACE"]
+    )
+    by_name = {c["name"]: c for c in body["components"]}
+    for i, name in enumerate(body["deployment_order"], 1):
+        c = by_name.get(name, {})
+        components.rows.append(
+            [
+                str(i),
+                escape(name),
+                escape(str(c.get("version", "-"))),
+                escape(str(c.get("namespace", "-"))),
+            ]
+        )
+    sheets = [overlays, components]
+    if body["findings"]:
+        findings = Sheet("findings", ["SEVERITY", "RULE", "MESSAGE", "REMEDIATION"])
+        for f in body["findings"]:
+            findings.rows.append(
+                [escape(f[k]) for k in ("severity", "rule", "message", "remediation")]
+            )
+        sheets.append(findings)
+    return sheets
+
+
+_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def drift_table(findings: list[dict], *, closed: bool = False, wide: bool = False) -> Sheet:
+    """Drift findings, one row each, then what to do about each kind of them.
+
+    `closed`: the list holds closed findings too (a CLOSED column, `open` for the others);
+    `wide` adds each finding's id and the recipe it was judged by.
+    """
+    now = _now()
+    headers = ["NODE", "SEVERITY", "KIND", "COMPONENT", "EXPECTED → OBSERVED", "SINCE"]
+    if closed:
+        headers.append("CLOSED")
+    headers.append("FIX")
+    if wide:
+        headers += ["ID", "RECIPE"]
+    still_open = sum(1 for f in findings if not f.get("closed_at"))
+    if closed:
+        title = f"{plural(len(findings), 'drift finding')}, {still_open} open"
+    else:
+        title = plural(len(findings), "open drift finding")
+    sheet = Sheet(title, headers, fixed=("NODE", "SEVERITY", "SINCE", "CLOSED", "FIX"))
+    fixes: dict[str, int] = {}
+    for f in findings:
+        style = _SEVERITY_STYLE.get(f["severity"], "")
+        fix = fixes.setdefault(f["remediation"], len(fixes) + 1)
+        cells = [
+            escape(f["node"]),
+            f"[{style}]{f['severity']}[/]" if style else escape(f["severity"]),
+            escape(f["kind"]),
+            escape(f["component"]),
+            escape(f"{f['expected'] or '-'} → {f['observed']}"),
+            _when(f["opened_at"], now),
+        ]
+        if closed:
+            cells.append(_when(f["closed_at"], now) if f.get("closed_at") else "open")
+        cells.append(escape(f"[{fix}]"))
+        if wide:
+            cells += [escape(f["id"]), escape(f["recipe_hash"][:12])]
+        sheet.rows.append(cells)
+    sheet.notes = [escape(f"[{n}] {text}") for text, n in fixes.items()]
+    return sheet
+
+
+# --- the SRE's view: `plumb node`, `plumb watch` ------------------------------------------------
 
 
 def _cell(reading: object) -> str:
     """A fact reading for a table cell: its value, or (dim) why there is none."""
     text, ok = present.reading_text(reading)
-    return text if ok else f"[dim]{text}[/]"
+    return escape(text) if ok else f"[dim]{escape(text)}[/]"
 
 
 def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
-    return "/".join(text if ok else f"[dim]{text}[/]" for text, ok in present.gpu_cell(gpu, keys))
+    return "/".join(
+        escape(text) if ok else f"[dim]{escape(text)}[/]"
+        for text, ok in present.gpu_cell(gpu, keys)
+    )
 
 
 def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list:
     """`plumb node NAME`: summary, every fact, per-GPU table, open findings, recent history."""
+    from plumb.tree import leaves  # the wire model's protobuf: only this command needs it
+
+    now = _now()
     styled = {
-        "State": "[green]connected[/]" if detail["connected"] else "[red]disconnected[/]",
+        "State": _STATUS_CELL[node_status(detail, now)],
         "Findings": _findings_cell(detail.get("findings") or {}),
     }
-    head = Table(title=f"node {detail['name']}", title_justify="left", show_header=False)
-    head.add_column("KEY", style="bold")
-    head.add_column("VALUE")
-    for key, value in present.summary_rows(detail, _now()):
-        head.add_row(key, styled.get(key, value))
-    facts = Table(title="facts", title_justify="left")
-    facts.add_column("FACT", no_wrap=True)
-    facts.add_column("VALUE")
+    head = Sheet(f"node {escape(detail['name'])}", ["KEY", "VALUE"], show_header=False)
+    for key, value in present.summary_rows(detail, now):
+        head.rows.append([f"[bold]{key}[/]", styled.get(key, escape(value))])
+    facts = Sheet("facts", ["FACT", "VALUE"])
     for path, reading in leaves(detail.get("facts") or {}, skip=("gpus",)):
-        facts.add_row(path, _cell(reading))
+        facts.rows.append([escape(path), _cell(reading)])
     gpus = present.gpu_rows(detail)
-    gpu_table = Table(title=f"{len(gpus)} GPUs", title_justify="left")
-    for header, _ in present.GPU_COLUMNS:
-        gpu_table.add_column(header.upper(), no_wrap=header in ("UUID", "PCI bus"))
+    gpu_table = Sheet(plural(len(gpus), "GPU"), [h.upper() for h, _ in present.GPU_COLUMNS])
     for gpu in gpus:
-        gpu_table.add_row(*(_gpu_cell(gpu, keys) for _, keys in present.GPU_COLUMNS))
-    out: list = [head, facts, gpu_table]
-    out.append(drift_table(findings) if findings else "[green]no open drift findings[/]")
-    out.append(history_table(history, title=f"{len(history)} recent changes, newest first"))
-    return out
+        gpu_table.rows.append([_gpu_cell(gpu, keys) for _, keys in present.GPU_COLUMNS])
+    shown: list = [head, facts, gpu_table]
+    shown.append(drift_table(findings) if findings else "[green]no open drift findings[/]")
+    title = f"{plural(len(history), 'recent change')}, newest first"
+    shown.append(history_table(history, title=title))
+    return shown
 
 
-def watch_view(server: str, rows: list[dict], findings: list[dict], problem: str | None) -> Group:
-    """One frame of `plumb watch`: the fleet, drifted first, and the open findings."""
-    stamp = _now().strftime("%H:%M:%S")
-    header = f"[bold]plumb watch[/] {server} · {stamp} UTC · Ctrl-C to quit"
+def watch_view(
+    server: str,
+    rows: list[dict],
+    findings: list[dict],
+    problem: str | None,
+    last_ok: datetime | None = None,
+) -> list:
+    """One frame of `plumb watch`: the fleet (down, then most drifted first) and the open
+    findings; while the aggregator cannot be reached, that error and when it last answered,
+    and no tables, so an outage never reads as an empty, healthy fleet."""
+    now = _now()
+    header = f"[bold]plumb watch[/] {escape(server)} · {now:%H:%M:%S} UTC · Ctrl-C to quit"
     if problem:
-        header += f"\n[red]{problem}[/]"
-    ordered = sorted(rows, key=present.severity_order)
-    return Group(header, fleet_table(ordered), drift_table(findings))
+        since = f"{last_ok:%H:%M:%S} UTC" if last_ok else "never"
+        return [
+            header,
+            f"[bold red]ERROR[/] {escape(problem)}",
+            f"last answer: {since}; retrying, the view is not current",
+        ]
+    ordered = sorted(
+        rows, key=lambda r: (_STATUS_ORDER[node_status(r, now)], present.severity_order(r))
+    )
+    fleet = fleet_table(ordered)
+    return [header, fleet, drift_table(findings)]
 
 
 _STATUS_STYLE = {
@@ -203,12 +367,12 @@ _STATUS_STYLE = {
 }
 
 
-def validation_table(run: dict) -> Group:
+def validation_table(run: dict) -> Sheet:
     """A validation run: one row per node and check, then the totals and the verdict."""
-    table = Table(title=f"validation {run['id']} ({run['state']})", title_justify="left")
-    table.add_column("NODE", no_wrap=True)
-    for col in ("CHECK", "STATUS", "FIGURE", "MESSAGE"):
-        table.add_column(col)
+    sheet = Sheet(
+        escape(f"validation {run['id']} ({run['state']})"),
+        ["NODE", "CHECK", "STATUS", "FIGURE", "MESSAGE"],
+    )
     for r in run.get("results", []):
         style = _STATUS_STYLE.get(r["status"], "")
         figure = "-"
@@ -216,15 +380,23 @@ def validation_table(run: dict) -> Group:
             figure = f"{r['value']:.1f} {r['unit'] or ''}".strip()
             if r["threshold"] is not None:
                 figure += f" (min {r['threshold']:.1f})"
-        table.add_row(r["node"], r["check"], f"[{style}]{r['status']}[/]", figure, r["message"])
+        sheet.rows.append(
+            [
+                escape(r["node"]),
+                escape(r["check"]),
+                f"[{style}]{r['status']}[/]",
+                escape(figure),
+                escape(r["message"]),
+            ]
+        )
     p = run["progress"]
     verdict = run["result"] or "running"
     colour = "green" if verdict == "passed" else "red" if verdict == "failed" else "yellow"
-    totals = (
+    sheet.notes.append(
         f"[{colour}]{verdict}[/]: {p['pass']} pass, {p['fail']} fail, {p['error']} error, "
         f"{p['warn']} warn, {p['skip']} skip, {p['pending']} pending of {p['total']}"
     )
-    return Group(table, totals)
+    return sheet
 
 
 _RUN_STATUS = {
@@ -247,34 +419,36 @@ def _model(name: str | None) -> str:
     return (name or "?").removeprefix("NVIDIA ")
 
 
-def nccl_table(runs: list[dict], source: str) -> Group:
+def nccl_table(runs: list[dict], source: str) -> Sheet:
     """`plumb nccl`: one row per run, then each run's hosts, versions and why it is not ok."""
-    title = f"{len(runs)} nccl-tests runs in {source} (GB/s; BUSBW: out of place, largest size)"
-    table = Table(title=title, title_justify="left")
-    for col in ("#", "TEST", "RANKS", "NODES", "GPU", "BUSBW", "AT", "AVG", "STATUS"):
-        table.add_column(col)
-    notes = []
+    runs_text = plural(len(runs), "nccl-tests run")
+    sheet = Sheet(
+        escape(f"{runs_text} in {source} (GB/s; BUSBW: out of place, largest size)"),
+        ["#", "TEST", "RANKS", "NODES", "GPU", "BUSBW", "AT", "AVG", "STATUS"],
+    )
     for i, r in enumerate(runs, 1):
-        table.add_row(
-            str(i),
-            r["collective"] or "?",
-            "?" if r["ranks"] is None else str(r["ranks"]),
-            str(len(r["nodes"])) if r["nodes"] else "?",
-            ", ".join(sorted({_model(n["model"]) for n in r["nodes"]})) or "-",
-            "-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:g}",
-            _bytes(r["largest_bytes"]),
-            "-" if r["avg_busbw_gbps"] is None else f"{r['avg_busbw_gbps']:g}",
-            _RUN_STATUS[r["status"]],
+        sheet.rows.append(
+            [
+                str(i),
+                escape(r["collective"] or "?"),
+                "?" if r["ranks"] is None else str(r["ranks"]),
+                str(len(r["nodes"])) if r["nodes"] else "?",
+                escape(", ".join(sorted({_model(n["model"]) for n in r["nodes"]})) or "-"),
+                "-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:g}",
+                _bytes(r["largest_bytes"]),
+                "-" if r["avg_busbw_gbps"] is None else f"{r['avg_busbw_gbps']:g}",
+                _RUN_STATUS[r["status"]],
+            ]
         )
         if r["nodes"]:
-            hosts = ", ".join(f"{n['host']} ({n['gpus']} GPUs)" for n in r["nodes"])
-            notes.append(f"run {i} nodes: {hosts}")
+            hosts = ", ".join(f"{n['host']} ({plural(n['gpus'], 'GPU')})" for n in r["nodes"])
+            sheet.notes.append(escape(f"run {i} nodes: {hosts}"))
         versions = [
             f"{name} {r[key]}"
             for name, key in (("NCCL", "nccl_version"), ("nccl-tests", "nccl_tests_version"))
             if r[key]
         ]
         if versions:
-            notes.append(f"run {i} versions: {', '.join(versions)}")
-        notes += [f"run {i} {r['status']}: {why}" for why in r["reasons"]]
-    return Group(table, *notes)
+            sheet.notes.append(escape(f"run {i} versions: {', '.join(versions)}"))
+        sheet.notes += [escape(f"run {i} {r['status']}: {why}") for why in r["reasons"]]
+    return sheet

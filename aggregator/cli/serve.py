@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from plumb.aggregator.cli.app import app, err
-from plumb.aggregator.errors import STATUS, PlumbError
-from plumb.aggregator.settings import AggregatorSettings
-from plumb.logs import LogFormat, configure_logging
+from plumb.aggregator.errors import EXIT_CODES, PlumbError
+from plumb.logs import LogFormat
 
 
 @app.command()
@@ -30,7 +27,13 @@ def serve(
     ] = False,
 ) -> None:
     """Run the aggregator: gRPC for agents, HTTP for people and Prometheus."""
+    import asyncio
+
+    from pydantic import ValidationError
+
     from plumb.aggregator.process import serve as run_server
+    from plumb.aggregator.settings import AggregatorSettings
+    from plumb.logs import configure_logging
 
     flags = {
         "grpc_listen": grpc_listen,
@@ -50,4 +53,4 @@ def serve(
         asyncio.run(run_server(settings))
     except PlumbError as exc:
         err.print(f"plumb serve: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
-        raise typer.Exit(STATUS[exc.code][2]) from exc
+        raise typer.Exit(EXIT_CODES[exc.code]) from exc

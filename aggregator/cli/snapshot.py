@@ -5,14 +5,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-import httpx
 import typer
-import yaml
 
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, connection, err
 from plumb.aggregator.cli.output import emit
 from plumb.aggregator.cli.render import nodes_table
-from plumb.aggregator.errors import STATUS
+from plumb.aggregator.errors import EXIT_CODES
 
 
 class SnapshotFormat(StrEnum):
@@ -42,9 +40,11 @@ def snapshot(
         body = api_json(server, "/v1/snapshot", params=params)
         emit(body, output, lambda b: [nodes_table(b["nodes"])])
         return
-    if output is Output.table:
+    if output in (Output.table, Output.wide):
         err.print("an AICR snapshot is a document: use -o yaml or -o json")
-        raise typer.Exit(STATUS["invalid_input"][2])
+        raise typer.Exit(EXIT_CODES["invalid_input"])
+    import yaml
+
     docs = list(yaml.safe_load_all(_aicr_yaml(server, params)))
     if output is Output.yaml:
         typer.echo(yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True), nl=False)
@@ -54,12 +54,14 @@ def snapshot(
 
 def _aicr_yaml(server: str, params: dict[str, str]) -> str:
     """The AICR YAML text; on failure, api_json repeats the call to report it and exit."""
+    import httpx
+
     try:
         resp = httpx.get(
             server.rstrip("/") + "/v1/snapshot",
             params={**params, "format": "aicr"},
             timeout=30,
-            **connection(),
+            **connection(server),
         )
     except httpx.HTTPError:
         resp = None

@@ -12,12 +12,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from plumb.aggregator.cli import choices
 from plumb.aggregator.cli.app import ServerOpt, api_json, app, connection, err, out
-from plumb.aggregator.cli.render import validation_table
+from plumb.aggregator.cli.output import show
+from plumb.aggregator.cli.render import plural, validation_table
 
 
 class Format(StrEnum):
@@ -28,11 +28,13 @@ class Format(StrEnum):
 
 
 def _fetch(server: str, run_id: str, fmt: Format) -> str:
+    import httpx
+
     resp = httpx.get(
         f"{server.rstrip('/')}/v1/validations/{run_id}",
         params={"format": fmt.value},
         timeout=30,
-        **connection(),
+        **connection(server),
     )
     resp.raise_for_status()
     return resp.text
@@ -42,7 +44,11 @@ def _fetch(server: str, run_id: str, fmt: Format) -> str:
 def validate(
     server: ServerOpt = "http://127.0.0.1:8080",
     phase: Annotated[
-        list[str] | None, typer.Option(help="deployment, conformance, performance (repeatable)")
+        list[str] | None,
+        typer.Option(
+            help="deployment, conformance, performance (repeatable)",
+            parser=choices.one_of("phase", choices.phases),
+        ),
     ] = None,
     node: Annotated[list[str] | None, typer.Option(help="only this node (repeatable)")] = None,
     check: Annotated[list[str] | None, typer.Option(help="only this check id (repeatable)")] = None,
@@ -61,9 +67,18 @@ def validate(
         body["timeout_s"] = timeout
     started = api_json(server, "/v1/validations", method="POST", body=body)
     run_id = started["id"]
-    err.print(f"validation {run_id}: {started['nodes']} nodes, {len(started['checks'])} checks")
+    nodes, checks = plural(started["nodes"], "node"), plural(len(started["checks"]), "check")
+    err.print(f"validation {run_id}: {nodes}, {checks}", markup=False)
     run = api_json(server, f"/v1/validations/{run_id}")
     if wait:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         with Progress(
             TextColumn("[bold]validating"),
             BarColumn(),
@@ -90,6 +105,6 @@ def validate(
     elif output in (Format.ctrf, Format.junit):
         typer.echo(_fetch(server, run_id, output))  # raw: rich would wrap long lines
     else:
-        out.print(validation_table(run))
+        show([validation_table(run)])
     if run["state"] != "finished" or run["result"] != "passed":
         raise typer.Exit(1)

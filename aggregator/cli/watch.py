@@ -3,26 +3,58 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
 
-import httpx
 import typer
-from rich.live import Live
 
 from plumb.aggregator.cli.app import ServerOpt, app, connection, out
+from plumb.aggregator.cli.output import show
 from plumb.aggregator.cli.render import watch_view
+from plumb.aggregator.errors import EXIT_CODES
+
+if TYPE_CHECKING:
+    import httpx
 
 _TIMEOUT_S = 5.0  # a frame never waits longer than this for the aggregator
 
 
-def _frame(server: str, client: httpx.Client):
-    """One view; an unreachable aggregator shows as a line in it, not as an exit."""
-    try:
-        rows = client.get(f"{server}/v1/nodes", timeout=_TIMEOUT_S).raise_for_status().json()
-        findings = client.get(f"{server}/v1/drift", timeout=_TIMEOUT_S).raise_for_status().json()
-        return watch_view(server, rows, findings, None)
-    except httpx.HTTPError as exc:
-        return watch_view(server, [], [], f"cannot reach the aggregator: {exc}; retrying")
+class _Refused(Exception):
+    """The aggregator answered, with an error (a bad token, a limit, an outage behind it)."""
+
+
+class _Watcher:
+    """Fetches frames; remembers when the aggregator last answered, and whether it did now."""
+
+    def __init__(self, server: str, client: httpx.Client):
+        self.server, self.client = server, client
+        self.last_ok: datetime | None = None
+        self.failing = False
+
+    def _get(self, path: str):
+        resp = self.client.get(f"{self.server}{path}", timeout=_TIMEOUT_S)
+        if resp.status_code >= 400:
+            try:
+                message = resp.json().get("message") or resp.text
+            except ValueError:
+                message = resp.text
+            raise _Refused(f"the aggregator answered {resp.status_code}: {message}")
+        return resp.json()
+
+    def frame(self) -> list:
+        """One view; an unreachable or refusing aggregator is an error state, not an exit."""
+        import httpx
+
+        try:
+            rows, findings = self._get("/v1/nodes"), self._get("/v1/drift")
+        except (_Refused, httpx.HTTPError) as exc:
+            self.failing = True
+            problem = str(exc) or type(exc).__name__
+            if not isinstance(exc, _Refused):
+                problem = f"cannot reach the aggregator: {problem}"
+            return watch_view(self.server, [], [], problem, self.last_ok)
+        self.failing, self.last_ok = False, datetime.now(UTC)
+        return watch_view(self.server, rows, findings, None)
 
 
 @app.command()
@@ -35,21 +67,48 @@ def watch(
         int, typer.Option(min=0, help="stop after this many refreshes (0: until Ctrl-C)")
     ] = 0,
 ) -> None:
-    """A live view of the fleet, most drifted nodes first, and the open findings.
+    """A live view of the fleet, down and most drifted nodes first, and the open findings.
 
-    Keeps retrying while the aggregator is unreachable. Ctrl-C exits with status 0.
+    While the aggregator cannot be reached (or refuses the call) the view says so in red and
+    keeps retrying. In a pipe each refresh prints as plain text. Ctrl-C exits with status 0;
+    with --iterations, the exit is 5 when the last refresh got no answer.
     """
+    import httpx
+
     server = server.rstrip("/")
-    done = 0
     try:
-        with (
-            httpx.Client(**connection()) as client,
-            Live(_frame(server, client), console=out, auto_refresh=False) as live,
-        ):
-            done = 1
-            while not iterations or done < iterations:
-                time.sleep(interval)
-                live.update(_frame(server, client), refresh=True)
-                done += 1
+        with httpx.Client(**connection(server)) as client:
+            watcher = _Watcher(server, client)
+            if out.is_terminal:
+                _live(watcher, interval, iterations)
+            else:
+                _printed(watcher, interval, iterations)
     except KeyboardInterrupt:
-        pass
+        return
+    if iterations and watcher.failing:
+        raise typer.Exit(EXIT_CODES["unavailable"])
+
+
+def _live(watcher: _Watcher, interval: float, iterations: int) -> None:
+    """Redraw one frame in place on the terminal."""
+    from rich.console import Group
+    from rich.live import Live
+
+    with Live(Group(*watcher.frame()), console=out, auto_refresh=False) as live:
+        done = 1
+        while not iterations or done < iterations:
+            time.sleep(interval)
+            live.update(Group(*watcher.frame()), refresh=True)
+            done += 1
+
+
+def _printed(watcher: _Watcher, interval: float, iterations: int) -> None:
+    """Print each frame in turn, a blank line apart (a pipe cannot redraw)."""
+    done = 0
+    while True:
+        show(watcher.frame())
+        done += 1
+        if iterations and done >= iterations:
+            return
+        typer.echo("")
+        time.sleep(interval)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import yaml
-from conftest import BIN, ENV, Aggregator, until
+from conftest import ADMIN_TOKEN, BIN, ENV, Aggregator, until
 
 
 def plumb(aggregator: Aggregator, *args: str) -> subprocess.CompletedProcess:
@@ -40,8 +40,14 @@ def test_nodes_node_and_drift_print_plain_text_when_piped(aggregator, start_agen
     nodes = plumb(aggregator, "nodes")
     assert nodes.returncode == 0, nodes.stderr
     assert "\x1b" not in nodes.stdout
-    (row,) = [line for line in nodes.stdout.splitlines() if "h100-b" in line]
+    lines = nodes.stdout.splitlines()
+    assert lines[0] == "3 nodes: 0 down, 0 stale, 3 up; 1 drifted"
+    assert lines[1].split() == [
+        *("NODE", "STATUS", "POOL", "GPUS", "DRIVER", "CUDA", "FINDINGS", "REPORTED")
+    ]
+    (row,) = [line for line in lines if "h100-b" in line]
     assert "eks/h100/ubuntu/any/any" in row and "595.45.04" in row and "critical" in row
+    assert row.split()[1] == "up" and "…" not in nodes.stdout
 
     drifted = json.loads(plumb(aggregator, "nodes", "--drifted", "-o", "json").stdout)
     assert [n["name"] for n in drifted] == ["h100-b"]
@@ -58,6 +64,50 @@ def test_nodes_node_and_drift_print_plain_text_when_piped(aggregator, start_agen
 
     drift = plumb(aggregator, "drift")
     assert drift.returncode == 1 and "\x1b" not in drift.stdout
+
+
+def test_a_stopped_agent_is_down_and_listed_first(aggregator, start_agent) -> None:
+    start_agent(aggregator, "h100-a", "dgx-h100")
+    stopping = start_agent(aggregator, "a100-z", "hgx-a100")
+    until(lambda: len(aggregator.json("/v1/nodes")) == 2, what="two nodes")
+    stopping.proc.terminate()
+    stopping.proc.wait(timeout=10)
+    until(lambda: not aggregator.node("a100-z")["connected"], what="a100-z disconnected")
+    lines = plumb(aggregator, "nodes", "--server", aggregator.url).stdout.splitlines()
+    assert lines[0].startswith("2 nodes: 1 down, 0 stale, 1 up")
+    assert [line.split()[:2] for line in lines[2:]] == [["a100-z", "down"], ["h100-a", "up"]]
+
+
+def test_baseline_accept_closes_the_baseline_findings(aggregator, start_agent) -> None:
+    drifted_fleet(aggregator, start_agent)
+    before = json.loads(plumb(aggregator, "drift", "--node", "h100-b", "-o", "json").stdout)
+    assert "baseline" in {f["kind"] for f in before}
+    # The admin token from a file given after the command, as a script would.
+    token = aggregator.workdir / "admin-token"
+    token.write_text(ADMIN_TOKEN + "\n")
+    accepted = plumb(aggregator, "baseline", "accept", "h100-b", "--token-file", str(token))
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout.startswith("accepted the baseline of node h100-b at ")
+    after = json.loads(plumb(aggregator, "drift", "--node", "h100-b", "-o", "json").stdout)
+    assert "baseline" not in {f["kind"] for f in after}
+    history = plumb(aggregator, "drift", "--node", "h100-b", "--include-closed", "--since", "1h")
+    closed = [line for line in history.stdout.splitlines() if " baseline " in line]
+    assert closed and all(line.split()[-2] != "open" for line in closed), history.stdout
+    assert history.stdout.splitlines()[0].endswith(f"{len(after)} open")
+
+
+def test_bundle_refuses_a_used_folder_and_force_replaces_it(aggregator, tmp_path: Path) -> None:
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    (folder / "left-over.yaml").write_text("stale: true\n")
+    args = ("bundle", "-o", str(folder), "--service", "eks", "--accelerator", "h100")
+    refused = plumb(aggregator, *args)
+    assert refused.returncode == 2 and "is not empty" in refused.stderr
+    forced = plumb(aggregator, *args, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert not (folder / "left-over.yaml").exists()
+    checked = plumb(aggregator, "verify", str(folder))
+    assert checked.returncode == 0 and checked.stdout.startswith("OK: "), checked.stderr
 
 
 def test_exit_codes_scripts_can_use(aggregator, start_agent, tmp_path: Path) -> None:

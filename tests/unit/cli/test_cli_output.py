@@ -1,66 +1,30 @@
 """`plumb nodes`, `plumb node`, `plumb drift`, `plumb recipe --criteria` over a canned API.
 
 The API answers are real ones captured from an aggregator with three simulated nodes, one of
-them drifted (tests/unit/cli/data/api.json, timestamps pinned). The tables are compared with
-golden files of what a pipe receives: regenerate them with
-``PLUMB_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/cli`` and review the diff.
+them drifted (tests/unit/cli/data/api.json, timestamps pinned; conftest.py serves them). The
+tables are compared with golden files of what a pipe receives: plain columns three spaces
+apart, each as wide as its widest cell, down nodes first. nodes, nodes-wide and drift are
+written by hand from api.json; ``PLUMB_UPDATE_GOLDEN=1`` rewrites them from the code, for a
+diff to review, never to accept unread.
 """
 
 from __future__ import annotations
 
-import copy
-import importlib
 import io
 import json
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import API, FakeApi, run
 from rich.console import Console
 from typer.testing import CliRunner
 
 import plumb.aggregator.cli.render as render
 from plumb.aggregator.cli import app
 
-DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
-NOW = datetime(2026, 7, 1, 3, 0, 0, tzinfo=UTC)
-API = json.loads((DATA / "api.json").read_text())
-
-
-class FakeApi:
-    """Answers api_json from the captured responses and records what was asked."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict]] = []
-
-    def __call__(self, server: str, path: str, *, params: dict | None = None, **_: object):
-        self.calls.append((path, dict(params or {})))
-        if path == "/v1/recipe":
-            return {"criteria": params}
-        return copy.deepcopy(API[path])
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
-    fake = FakeApi()
-    for name in ("nodes", "node", "drift", "recipe"):
-        monkeypatch.setattr(
-            importlib.import_module(f"plumb.aggregator.cli.{name}"), "api_json", fake
-        )
-    monkeypatch.setattr(render, "_now", lambda: NOW)
-    monkeypatch.setenv("COLUMNS", "160")
-    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        monkeypatch.delenv(var, raising=False)
-    return fake
-
-
-def run(*args: str, code: int = 0) -> str:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == code, result.output
-    return result.stdout
 
 
 def check_golden(name: str, text: str) -> None:
@@ -72,14 +36,12 @@ def check_golden(name: str, text: str) -> None:
     assert text == path.read_text()
 
 
-def test_nodes_table_shows_pool_stack_findings_and_age(api: FakeApi) -> None:
-    text = run("nodes")
-    check_golden("nodes", text)
-    (row,) = [line for line in text.splitlines() if "node-b" in line]
-    assert "eks/h100/ubuntu/any/any" in row and "1 critical, 2 warning" in row
-    assert "8 × H100 80GB HBM3" in row and "2.27.7" in row
-    (down,) = [line for line in text.splitlines() if "node-c" in line]
-    assert "50m ago (down)" in down
+def test_nodes_table_shows_status_pool_stack_findings_and_age(api: FakeApi) -> None:
+    check_golden("nodes", run("nodes"))
+
+
+def test_nodes_wide_adds_nccl_cuda_runtime_os_and_kernel(api: FakeApi) -> None:
+    check_golden("nodes-wide", run("nodes", "-o", "wide"))
 
 
 def test_node_shows_facts_gpus_findings_with_remediation_and_history(api: FakeApi) -> None:
@@ -145,8 +107,9 @@ def test_recipe_rejects_a_file_that_is_not_recipe_criteria(api: FakeApi, tmp_pat
     assert not [c for c in api.calls if c[0] == "/v1/recipe"]
 
 
-def test_watch_view_puts_the_most_drifted_nodes_first(api: FakeApi) -> None:
+def test_watch_view_puts_down_then_the_most_drifted_nodes_first(api: FakeApi) -> None:
     console = Console(width=160, record=True, file=io.StringIO())
-    console.print(render.watch_view("http://plumb", API["/v1/nodes"], [], None))
+    for renderable in render.watch_view("http://plumb", API["/v1/nodes"], [], None):
+        console.print(renderable)
     text = console.export_text()
-    assert text.index("node-b") < text.index("node-a") < text.index("node-c")
+    assert text.index("node-c") < text.index("node-b") < text.index("node-a")
