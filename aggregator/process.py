@@ -54,7 +54,7 @@ from plumb.aggregator.store import Store, StoreError, Writer
 from plumb.aggregator.store.retention import Retention
 from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.kubernetes import Kube
-from plumb.aggregator.validation.schedule import Scheduler
+from plumb.aggregator.validation.schedule import Scheduler, busiest_gpu
 from plumb.v1 import agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
             state,
             v.schedule,
             is_leader=lambda: membership.leader == settings.replica.name,
-            utilization=_busiest_gpu,
+            utilization=busiest_gpu,
             count=ScheduleMetrics(registry).count,
             clock=utcnow,
         )
@@ -420,11 +420,6 @@ async def serve(settings: AggregatorSettings) -> None:
     await asyncio.gather(*housekeeping, return_exceptions=True)
     p.store.close()
     log.info("aggregator stopped")
-
-
-def _busiest_gpu(node: NodeState) -> float | None:
-    """The utilisation of the node's busiest GPU; None: agents report no utilisation yet."""
-    return None
 
 
 def _kube_api(settings: AggregatorSettings) -> ApiClient | None:

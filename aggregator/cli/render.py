@@ -211,6 +211,37 @@ def history_table(rows: list[dict], title: str = "changes, newest first") -> She
     return sheet
 
 
+def changes_table(events: list[dict]) -> Sheet:
+    """The fleet's change events (GET /v1/changes), newest first: one line each, with what
+    opened or closed on those nodes and the validations of its window."""
+    now = _now()
+    sheet = Sheet(
+        f"{plural(len(events), 'change event')}, newest first",
+        ["STARTED (UTC)", "FACT", "OLD → NEW", "NODES", "POOL", "FINDINGS", "VALIDATIONS"],
+        fixed=("STARTED (UTC)", "OLD → NEW", "NODES"),
+    )
+    for e in events:
+        n = len(e["nodes"])
+        nodes = f"{n} of {e['pool_nodes']}" if e["pool"] and e["pool_nodes"] else str(n)
+        opened, closed = len(e["opened"]), len(e["closed"])
+        findings = ", ".join(
+            part for part in (opened and f"{opened} opened", closed and f"{closed} closed") if part
+        )
+        runs = ", ".join(f"{r['id'][:8]} {r['result'] or 'running'}" for r in e["validations"])
+        sheet.rows.append(
+            [
+                _when(e["started_at"], now),
+                escape(e["fact"]),
+                escape(f"{e['old'] or '-'} → {e['new'] or '-'}"),
+                nodes,
+                escape(e["pool"] or "-"),
+                findings or "-",
+                escape(runs) or "-",
+            ]
+        )
+    return sheet
+
+
 def recipe_tables(body: dict) -> list[Sheet]:
     """A resolved recipe as tables: what applied, components in deployment order, findings."""
     crit = ", ".join(f"{k}={v}" for k, v in body["criteria"].items() if v not in ("any", 0))

@@ -111,5 +111,16 @@ def first_due(entry: ScheduledPhase, now: datetime) -> datetime:
     return today if today > now else today + timedelta(days=1)
 
 
+def busiest_gpu(node: NodeState) -> float | None:
+    """The utilisation (0-1) of the node's busiest GPU from its latest sensor report; None
+    while any GPU's is unknown (no report, a GPU missing from it, or not supported)."""
+    if node.sensors is None:
+        return None
+    readings = [g.gpu_utilization_ratio for g in node.sensors.gpus]
+    if not readings or len(readings) < node.gpu_count() or None in readings:
+        return None
+    return max(r for r in readings if r is not None)
+
+
 def _idle(utilization: float | None, busy_above: float) -> bool:
     return utilization is not None and utilization <= busy_above

@@ -47,7 +47,7 @@ class FakeApi:
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
-    for name in ("nodes", "node", "drift", "recipe", "baseline", "validate"):
+    for name in ("nodes", "node", "drift", "recipe", "baseline", "validate", "changes"):
         monkeypatch.setattr(
             importlib.import_module(f"plumb.aggregator.cli.{name}"), "api_json", fake
         )

@@ -8,8 +8,10 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 
 from plumb.aggregator.settings import ScheduledPhase, ValidationSettings
-from plumb.aggregator.state.live import LiveState
-from plumb.aggregator.validation.schedule import Scheduler, first_due
+from plumb.aggregator.state.live import LiveState, Sensors
+from plumb.aggregator.validation.schedule import Scheduler, busiest_gpu, first_due
+from plumb.facts import Reading
+from plumb.sensors import GpuSensors
 
 T0 = datetime(2026, 12, 1, 1, 30, tzinfo=UTC)
 
@@ -157,3 +159,18 @@ async def test_the_loop_starts_each_due_slot_and_a_run_in_progress_skips_the_nex
     # The first slot started a run that never finishes: the next ones overlap it.
     assert counted[:3] == [("conformance", "started"), *[("conformance", "overlap")] * 2]
     assert len(validator.asked) == 1
+
+
+def test_the_busiest_gpu_is_known_only_when_every_gpu_reported_utilisation():
+    state = LiveState()
+    node = state.node("n", T0)
+    node.facts = {f"gpus[{i}].index": Reading.ok(i) for i in range(2)}
+    assert busiest_gpu(node) is None  # no report yet
+    node.sensors = Sensors(T0, (GpuSensors(0, gpu_utilization_ratio=0.0),))
+    assert busiest_gpu(node) is None  # GPU 1 missing from the report
+    node.sensors = Sensors(T0, (GpuSensors(0, gpu_utilization_ratio=0.0), GpuSensors(1)))
+    assert busiest_gpu(node) is None  # GPU 1 does not report utilisation
+    node.sensors = Sensors(
+        T0, (GpuSensors(0, gpu_utilization_ratio=0.02), GpuSensors(1, gpu_utilization_ratio=0.9))
+    )
+    assert busiest_gpu(node) == 0.9
