@@ -28,6 +28,7 @@ from conftest import stop, until
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from ports import free_port
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -305,3 +306,17 @@ def test_plumb_recipes_dir_still_overrides_the_shipped_recipes(with_aggregator, 
     )
     assert result.returncode != 0
     assert f"recipe directory not found: {missing}" in result.stderr
+
+
+def test_a_fresh_venv_from_the_wheel_runs_the_demo(with_aggregator, tmp_path):
+    # The whole tour from the installed wheel alone: profiles, recipes, agents and server.
+    result = subprocess.run(
+        [str(with_aggregator / "plumb"), "demo", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=scaled(240),
+        cwd=tmp_path,
+        env=clean_env(COLUMNS="200"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "drift detected in" in result.stdout and "drift cleared:" in result.stdout
