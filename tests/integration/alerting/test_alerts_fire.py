@@ -109,3 +109,48 @@ def test_stack_drift_fires_for_the_drifted_node_and_resolves(aggregator, start_a
         timeout=PROM_WAIT,
         what="PlumbMixedDriverVersions to resolve",
     )
+
+
+def test_gpu_health_fires_critical_for_an_xid_79_and_pages_once(
+    aggregator, start_agent, prometheus
+):
+    sick = start_agent(aggregator, "off-the-bus", "dgx-h100")
+    start_agent(aggregator, "steady", "dgx-h100")
+    for node in ("off-the-bus", "steady"):
+        until(
+            lambda node=node: connected_in_prometheus(prometheus, node),
+            timeout=PROM_WAIT,
+            what=f"node {node} in Prometheus",
+        )
+    rules_have_seen(prometheus, 2)
+    assert not prometheus.alerts("PlumbGpuHealth")
+
+    # The profile schedules XID 79 ("GPU has fallen off the bus") on GPU 3 one second after
+    # the node started, which is past: the fake NVML delivers it at once.
+    sick.edit(lambda spec: spec.update(xids=[{"gpu": 3, "code": 79, "after_s": 1}]))
+
+    finding = until(
+        lambda: next(
+            (
+                f
+                for f in aggregator.json("/v1/drift", node="off-the-bus")
+                if f["component"] == "gpu3/xid-79"
+            ),
+            None,
+        ),
+        what="the XID 79 finding",
+    )
+    assert (finding["kind"], finding["severity"]) == ("health", "critical")
+    (alert,) = until(
+        lambda: prometheus.alerts("PlumbGpuHealth", node="off-the-bus"),
+        timeout=PROM_WAIT,
+        what="PlumbGpuHealth firing for node off-the-bus",
+    )
+    assert alert["labels"]["component"] == "gpu3/xid-79"
+    assert alert["labels"]["kind"] == "health"
+    assert alert["labels"]["severity"] == "critical"
+    assert alert["annotations"]["summary"] == "GPU health problem on off-the-bus: gpu3/xid-79"
+    assert alert["annotations"]["runbook_url"].endswith("docs/runbooks.md#plumbgpuhealth")
+    # One broken GPU pages once: the stack-drift alerts leave health findings to this one.
+    assert not prometheus.alerts("PlumbStackDrift", node="off-the-bus")
+    assert not prometheus.alerts("PlumbGpuHealth", node="steady")
