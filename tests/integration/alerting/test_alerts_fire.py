@@ -154,3 +154,52 @@ def test_gpu_health_fires_critical_for_an_xid_79_and_pages_once(
     # One broken GPU pages once: the stack-drift alerts leave health findings to this one.
     assert not prometheus.alerts("PlumbStackDrift", node="off-the-bus")
     assert not prometheus.alerts("PlumbGpuHealth", node="steady")
+
+
+def test_gpu_sensor_alerts_fire_on_a_power_brake_and_an_nvlink_recovery(
+    aggregator, start_agent, prometheus
+):
+    braked = start_agent(aggregator, "braked", "dgx-h100", "--sensor-interval", "0.2")
+    until(
+        lambda: prometheus.query('plumb_gpu_clock_event_active{node="braked"}'),
+        timeout=PROM_WAIT,
+        what="braked's clock events in Prometheus",
+    )
+    rules_have_seen(prometheus, 1)
+    # At rest (dgx-h100.yaml: idle, no errors) nothing fires.
+    assert not prometheus.alerts("PlumbGpuClocksSlowedDown")
+    assert not prometheus.alerts("PlumbGpuNvlinkErrors")
+
+    braked.edit(
+        lambda spec: (
+            spec["gpus"]
+            .setdefault("overrides", {})
+            .update(
+                {
+                    3: {
+                        "sensors": {"clock_event_reasons": ["hw_power_brake_slowdown"]},
+                        "nvlink": {
+                            "links_total": 18,
+                            "links_up": 18,
+                            "link_errors": {4: {"recovery": 1}},
+                        },
+                    }
+                }
+            )
+        )
+    )
+    (slowed,) = until(
+        lambda: prometheus.alerts("PlumbGpuClocksSlowedDown", node="braked"),
+        timeout=PROM_WAIT,
+        what="PlumbGpuClocksSlowedDown firing for braked's GPU 3",
+    )
+    assert slowed["labels"]["gpu"] == "3"
+    assert slowed["labels"]["reason"] == "hw_power_brake_slowdown"
+    assert slowed["labels"]["UUID"].startswith("GPU-")  # joins dcgm-exporter's series
+    (nvlink,) = until(
+        lambda: prometheus.alerts("PlumbGpuNvlinkErrors", node="braked"),
+        timeout=PROM_WAIT,
+        what="PlumbGpuNvlinkErrors firing for braked's GPU 3",
+    )
+    assert nvlink["labels"]["gpu"] == "3"
+    assert nvlink["annotations"]["runbook_url"].endswith("#plumbgpunvlinkerrors")
