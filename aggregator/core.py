@@ -19,7 +19,7 @@ from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
 from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, TooLarge, Unavailable
 from plumb.aggregator.intake.intake import Intake
-from plumb.aggregator.k8s import Cluster
+from plumb.aggregator.k8s import Cluster, Uncordoned
 from plumb.aggregator.metrics.collectors import MetricsPage
 from plumb.aggregator.recipes import Catalog, Criteria, Resolution, ResolutionCache
 from plumb.aggregator.settings import AggregatorSettings
@@ -166,6 +166,17 @@ class Core:
                 hint="stop its agent (or drain and delete the node) first, then remove it",
             )
         self._intake.remove(node)
+
+    async def uncordon(self, name: str, actor: str) -> Uncordoned:
+        """Undo Plumb's cordon of Node `name` for `actor`; its open findings count as seen, so
+        Plumb cordons it again only for a new one. Conflict when Plumb did not cordon it."""
+        if self._cluster is None:
+            raise Unavailable(
+                "this aggregator has no Kubernetes side, so it cordons nothing",
+                hint="run it in the cluster, or give it PLUMB_AUTH__KUBECONFIG",
+            )
+        open_ids = [f.id for f in self._evaluator.drift.open_findings(name)]
+        return await asyncio.to_thread(self._cluster.remediator.uncordon, name, actor, open_ids)
 
     def nodes(self) -> list[NodeState]:
         """Every known node, by name."""

@@ -6,41 +6,86 @@ Every function reads the API's JSON (api/models.py dumped), the shape the CLI ge
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from plumb.aggregator.drift import SEVERITIES
 
 __all__ = [
     "GPU_COLUMNS",
+    "HEALTH_COLUMNS",
     "SEVERITIES",
+    "GpuColumn",
     "age",
     "clock",
+    "column_finding",
+    "findings_text",
     "gpu_cell",
+    "gpu_findings",
     "gpu_rows",
     "gpus_text",
     "reading_text",
     "severity_order",
     "summary_rows",
     "worst",
+    "xid_texts",
 ]
 
-# (header, fact key(s)) of the per-GPU table; two keys show `current/max`; a `sensors.` key is
-# the GPU's latest sensor reading (the detail's `sensors` block, joined by `gpu_rows`).
-GPU_COLUMNS: list[tuple[str, tuple[str, ...]]] = [
-    ("#", ("index",)),
-    ("Product", ("name",)),
-    ("UUID", ("uuid",)),
-    ("PCI bus", ("pci_bus_id",)),
-    ("Memory", ("memory_total_bytes",)),
-    ("Temp °C", ("sensors.temperature_celsius",)),
-    ("ECC", ("ecc_mode_current",)),
-    ("ECC uncorrected", ("ecc_uncorrected_volatile",)),
-    ("MIG", ("mig_mode_current",)),
-    ("PCIe gen", ("pcie_link_gen_current", "pcie_link_gen_max")),
-    ("PCIe width", ("pcie_link_width_current", "pcie_link_width_max")),
-    ("NVLink up", ("nvlink_links_up", "nvlink_links_total")),
-    ("VBIOS", ("vbios_version",)),
+
+@dataclass(frozen=True)
+class GpuColumn:
+    """A column of a per-GPU table: its header, the fact key(s) it shows (two show
+    `current/max`; a `sensors.` key is the GPU's latest sensor reading, joined by `gpu_rows`),
+    and the names of the health findings (recipes/drift.yaml `health.gpus`) it is marked by."""
+
+    header: str
+    keys: tuple[str, ...]
+    findings: tuple[str, ...] = ()
+
+
+# The GPUs as they are: what each is and how it is set up and linked.
+GPU_COLUMNS: list[GpuColumn] = [
+    GpuColumn("#", ("index",)),
+    GpuColumn("Product", ("name",)),
+    GpuColumn("UUID", ("uuid",)),
+    GpuColumn("PCI bus", ("pci_bus_id",)),
+    GpuColumn("Memory", ("memory_total_bytes",)),
+    GpuColumn("ECC", ("ecc_mode_current",)),
+    GpuColumn("MIG", ("mig_mode_current",)),
+    GpuColumn("PCIe gen", ("pcie_link_gen_current", "pcie_link_gen_max"), ("pcie-gen",)),
+    GpuColumn("PCIe width", ("pcie_link_width_current", "pcie_link_width_max"), ("pcie-width",)),
+    GpuColumn("NVLink up", ("nvlink_links_up", "nvlink_links_total"), ("nvlink-down",)),
+    GpuColumn("VBIOS", ("vbios_version",)),
 ]
+
+# The GPUs' health: error totals (facts) and the latest readings; the recent XIDs are a column
+# of their own (`xid_texts`), each code marked by its own finding.
+HEALTH_COLUMNS: list[GpuColumn] = [
+    GpuColumn("#", ("index",)),
+    GpuColumn("XIDs", ("xid_count",)),
+    GpuColumn(
+        "ECC uncorrected vol/agg",
+        ("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"),
+        ("ecc-uncorrected",),
+    ),
+    GpuColumn("Retired pending", ("retired_pages_pending",), ("retired-pages-pending",)),
+    GpuColumn(
+        "Remapped pending/failed",
+        ("remapped_rows_pending", "remapped_rows_failed"),
+        ("remap-pending", "remapped-rows-failed"),
+    ),
+    GpuColumn("Temp °C", ("sensors.temperature_celsius",)),
+    GpuColumn("Power W", ("sensors.power_draw_watts",)),
+    GpuColumn("Util %", ("sensors.gpu_utilization_ratio",)),
+]
+
+# How a sensor reading reads in a cell, by field: watts whole, a ratio as a percentage.
+_SENSOR_TEXT = {
+    "power_draw_watts": lambda v: f"{v:.0f}",
+    "gpu_utilization_ratio": lambda v: f"{v * 100:.0f}",
+}
+_HEALTH_COMPONENT = re.compile(r"gpu(\d+)/(.+)")
 
 
 def severity_order(row: dict) -> tuple:
@@ -106,13 +151,57 @@ def gpu_cell(gpu: dict, keys: tuple[str, ...]) -> list[tuple[str, bool]]:
     """The readings of one GPU column, as `reading_text` gives them; memory in GiB; a sensor
     reading as its value, `-` when there is none."""
     if keys[0].startswith("sensors."):
-        value = (gpu.get("sensors") or {}).get(keys[0].removeprefix("sensors."))
-        return [("-", False) if value is None else (str(value), True)]
+        field = keys[0].removeprefix("sensors.")
+        value = (gpu.get("sensors") or {}).get(field)
+        if value is None:
+            return [("-", False)]
+        return [(_SENSOR_TEXT.get(field, str)(value), True)]
     if keys == ("memory_total_bytes",):
         r = gpu.get("memory_total_bytes") or {}
         if r.get("status") == "ok" and isinstance(r.get("value"), int):
             return [(f"{r['value'] / 2**30:.0f} GiB", True)]
     return [reading_text(gpu.get(k)) for k in keys]
+
+
+def gpu_findings(findings: list[dict]) -> dict[int, dict[str, dict]]:
+    """Open health findings by GPU index, then by name: `gpu3/xid-79` is GPU 3's `xid-79`."""
+    out: dict[int, dict[str, dict]] = {}
+    for f in findings:
+        match = _HEALTH_COMPONENT.fullmatch(f.get("component") or "")
+        if f.get("kind") == "health" and match and not f.get("closed_at"):
+            out.setdefault(int(match.group(1)), {})[match.group(2)] = f
+    return out
+
+
+def column_finding(column: GpuColumn, found: dict[str, dict]) -> dict | None:
+    """The most severe of the GPU's open findings (`gpu_findings`) that mark `column`."""
+    marking = [found[name] for name in column.findings if name in found]
+    return min(marking, key=lambda f: SEVERITIES.index(f["severity"]), default=None)
+
+
+def findings_text(found: dict[str, dict]) -> list[tuple[str, str]]:
+    """(severity, names) of the GPU's open findings, most severe first: `remap-pending, xid-63`."""
+    by: dict[str, list[str]] = {}
+    for name, f in sorted(found.items()):
+        by.setdefault(f["severity"], []).append(name)
+    return [(sev, ", ".join(by[sev])) for sev in SEVERITIES if sev in by]
+
+
+def xid_texts(gpu: dict, found: dict[str, dict], now: datetime) -> list[tuple[str, dict | None]]:
+    """The GPU's XIDs, most recent first, as `79 ×1 (30s ago)`, each with the finding it
+    opened (`gpu_findings`; its `observed` says what the code means), or None."""
+    rows = []
+    for xid in gpu.get("xids") or []:
+        code, ok = reading_text(xid.get("code"))
+        if not ok:
+            continue
+        count, _ = reading_text(xid.get("count"))
+        seen = xid.get("last_seen_unix_s") or {}
+        at = seen.get("value") if seen.get("status") == "ok" else None
+        when = "" if at is None else f" ({age(datetime.fromtimestamp(at, UTC), now)})"
+        rows.append((at or 0, f"{code} ×{count}{when}", found.get(f"xid-{code}")))
+    rows.sort(key=lambda r: -r[0])
+    return [(text, finding) for _, text, finding in rows]
 
 
 def summary_rows(detail: dict, now: datetime) -> list[tuple[str, str]]:

@@ -31,7 +31,7 @@ from plumb.aggregator.ingest.servicer import Ingest
 from plumb.aggregator.ingest.streams import Streams
 from plumb.aggregator.intake.intake import Intake
 from plumb.aggregator.intake.replicas import Replicas
-from plumb.aggregator.k8s import Cluster, api_client, in_cluster, node_marks
+from plumb.aggregator.k8s import Cluster, Remediator, api_client, in_cluster, node_marks
 from plumb.aggregator.metrics.collectors import (
     ClusterErrors,
     DriftMetrics,
@@ -40,6 +40,7 @@ from plumb.aggregator.metrics.collectors import (
     MetricsPage,
     NodeSeries,
     PrunedRows,
+    RemediationActions,
     ScheduleMetrics,
     ValidationMetrics,
     ValidationResults,
@@ -189,6 +190,14 @@ async def open_process(settings: AggregatorSettings) -> Process:
                 settings.kubernetes.agent_stale_s,
                 utcnow(),
                 validator.latest_by_node(),
+            ),
+            Remediator(
+                api,
+                settings.remediation,
+                evaluator,
+                RemediationActions(registry).count,
+                settings.replica.name,
+                utcnow,
             ),
             ClusterErrors(registry).count,
         )

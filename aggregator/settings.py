@@ -268,8 +268,9 @@ class KubernetesSettings(BaseModel):
     # Opt-in: the leader writes plumb.dev/recipe and plumb.dev/drift labels and the
     # GpuStackDrift and PlumbAgentDown node conditions.
     write_nodes: bool = False
-    # How often the leader compares what nodes should carry with what it last wrote; a
-    # drift change reaches the Node within this, and an unchanged node costs no API call.
+    # How often the leader compares what nodes should carry with what it last wrote (and,
+    # with remediation.cordon, looks for nodes to cordon); a drift change reaches the Node
+    # within this, and an unchanged node costs no API call.
     write_interval_s: float = Field(2.0, gt=0)
     # PlumbAgentDown turns True when the agent's stream is closed, or silent for this long
     # (two of the agent's 30 s heartbeats plus the idle timeout's margin).
@@ -286,6 +287,35 @@ class KubernetesSettings(BaseModel):
                 "leader steps down before another replica may take over"
             )
         return self
+
+
+class RemediationSettings(BaseModel):
+    """What the leader may do to a sick node on its own (aggregator/k8s/remediation.py).
+
+    Only cordon: Plumb never drains or evicts, so running jobs finish or fail on their own
+    and a person decides what happens to them (docs/runbooks.md, "Cordoned by Plumb").
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Opt-in, as NVSentinel's is: cordoning takes capacity away, so the cluster's operators
+    # turn it on once they trust the findings that trigger it.
+    cordon: bool = False
+    # The circuit breaker: never more than this share of a pool's Nodes unschedulable (by
+    # anyone: Plumb, an operator, an autoscaler) through a cordon of Plumb's. A tenth: a
+    # fleet-wide fault (a bad driver roll, a flapping sensor) takes at most one node in ten
+    # out of a pool; the cap rounds down, so a pool of under 10 nodes needs a larger share.
+    max_cordoned_fraction: float = Field(0.1, gt=0, le=1)
+    # An absolute cap per pool on top of the share; None: the share alone.
+    max_cordoned_nodes: int | None = Field(None, ge=1)
+    # The open findings that cordon a node: critical health findings (a GPU off the bus, an
+    # uncorrectable ECC error, a lost GPU), the faults a scheduler must route around.
+    kinds: list[Literal["recipe", "constraint", "baseline", "pool", "health"]] = Field(
+        default_factory=lambda: ["health"], min_length=1
+    )
+    severities: list[Literal["critical", "warning", "info"]] = Field(
+        default_factory=lambda: ["critical"], min_length=1
+    )
 
 
 class AggregatorSettings(BaseSettings):
@@ -318,6 +348,7 @@ class AggregatorSettings(BaseSettings):
     tls: TlsSettings = TlsSettings()
     validation: ValidationSettings = ValidationSettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
+    remediation: RemediationSettings = RemediationSettings()
     # The pod's namespace, as the chart sets it (downward API): the Lease lives there.
     namespace: str = "default"
     # This process among replicas: the Lease holder's identity and the owner of the nodes

@@ -20,6 +20,7 @@ from defusedxml import DefusedXmlException
 from plumb.agent.simulate import units
 from plumb.agent.simulate.overlay import overlay
 from plumb.agent.simulate.units import ValueProblem
+from plumb.sensors import CLOCK_EVENT_REASONS
 
 __all__ = [
     "NO_HOST",
@@ -143,6 +144,7 @@ def _xml_gpu(f: _Fields) -> dict[str, Any]:
             f"{link}/link_widths/current_link_width", units.link_width, _PCIE[2]
         ),
         "width_max": f.read(f"{link}/link_widths/max_link_width", units.link_width, _PCIE[3]),
+        "replay_count": f.read("pci/replay_counter", units.integer, _PCIE[4]),
     }
     clocks = {
         "sm": f.read("max_clocks/sm_clock", _mhz, "nvmlDeviceGetMaxClockInfo"),
@@ -216,6 +218,7 @@ _PCIE = (
     "nvmlDeviceGetMaxPcieLinkGeneration",
     "nvmlDeviceGetCurrPcieLinkWidth",
     "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetPcieReplayCounter",
 )
 
 
@@ -239,7 +242,29 @@ def _xml_sensors(f: _Fields) -> dict[str, Any]:
         "utilization_memory_percent": f.read(
             "utilization/memory_util", _percent, "nvmlDeviceGetUtilizationRates"
         ),
+        "clock_event_reasons": _xml_clock_events(f),
     }
+
+
+def _xml_clock_events(f: _Fields) -> list[str] | None:
+    """The active reasons of CLOCK_EVENT_REASONS (v12+: `clocks_event_reasons`; up to v11:
+    `clocks_throttle_reasons`, the same elements under the older name); None without either."""
+    for block, prefix in (
+        ("clocks_event_reasons", "clocks_event_reason_"),
+        ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+    ):
+        if f.elem.find(block) is None:
+            continue
+        read = {
+            reason: f.read(
+                f"{block}/{prefix}{reason}", units.active, "nvmlDeviceGetCurrentClocksEventReasons"
+            )
+            for reason in CLOCK_EVENT_REASONS
+        }
+        if all(v is None for v in read.values()):
+            return None
+        return [reason for reason, on in read.items() if on]
+    return None
 
 
 def _percent(text: str) -> int:
@@ -267,6 +292,8 @@ def _xml_ecc(f: _Fields) -> dict[str, Any] | None:
         "enabled": True,
         "uncorrected_volatile": _uncorrected(f, "volatile"),
         "uncorrected_aggregate": _uncorrected(f, "aggregate"),
+        "corrected_volatile": _corrected(f, "volatile"),
+        "corrected_aggregate": _corrected(f, "aggregate"),
     }
 
 
@@ -282,6 +309,23 @@ def _uncorrected(f: _Fields, counter: str) -> int | None:
         f.read(f"ecc_errors/{counter}/{child.tag}", units.integer, _ECC_COUNTS)
         for child in block
         if "uncorrectable" in child.tag
+    ]
+    known = [c for c in counts if c is not None]
+    return sum(known) if known else None
+
+
+def _corrected(f: _Fields, counter: str) -> int | None:
+    """NVML's corrected total for `counter`: the sum of every correctable location (v12+:
+    `sram_correctable`, `dram_correctable`; up to v11: `single_bit/total`)."""
+    block = f.elem.find(f"ecc_errors/{counter}")
+    if block is None:
+        return None
+    if block.find("single_bit/total") is not None:
+        return f.read(f"ecc_errors/{counter}/single_bit/total", units.integer, _ECC_COUNTS)
+    counts = [
+        f.read(f"ecc_errors/{counter}/{child.tag}", units.integer, _ECC_COUNTS)
+        for child in block
+        if child.tag.endswith("_correctable") and "uncorrectable" not in child.tag
     ]
     known = [c for c in counts if c is not None]
     return sum(known) if known else None
@@ -424,6 +468,8 @@ def _mock_gpu(v: _Values, nvlink: dict[str, Any]) -> dict[str, Any]:
             "enabled": True,
             "uncorrected_volatile": v.get("ecc.errors.volatile.double_bit.total", units.integer),
             "uncorrected_aggregate": v.get("ecc.errors.aggregate.double_bit.total", units.integer),
+            "corrected_volatile": v.get("ecc.errors.volatile.single_bit.total", units.integer),
+            "corrected_aggregate": v.get("ecc.errors.aggregate.single_bit.total", units.integer),
         },
         "retired_pages_pending": v.get("retired_pages.pending_retirement", units.yes_no),
         "remapped_rows": None if any(x is None for x in rows.values()) else rows,
@@ -432,10 +478,16 @@ def _mock_gpu(v: _Values, nvlink: dict[str, Any]) -> dict[str, Any]:
             "gen_max": v.get("pcie.max_link_gen", units.integer),
             "width_current": v.get("pcie.current_link_width", units.link_width),
             "width_max": v.get("pcie.max_link_width", units.link_width),
+            "replay_count": v.get("pcie.replay_counter", units.integer),
         },
         # links_per_gpu declares the NVLink hardware; the mock brings links up only towards
         # declared NVSwitches (or explicit peers, which these configs do not list).
-        "nvlink": {"links_total": links, "links_up": links if nvlink.get("switches") else 0}
+        # The configs hold no NVLink error counters: they replay as NotSupported.
+        "nvlink": {
+            "links_total": links,
+            "links_up": links if nvlink.get("switches") else 0,
+            "link_errors": None,
+        }
         if links
         else None,
         "power_limit_watts": None if power_mw is None else power_mw / 1000,
@@ -450,6 +502,7 @@ def _mock_gpu(v: _Values, nvlink: dict[str, Any]) -> dict[str, Any]:
             "clock_memory_mhz": v.get("clocks.memory_current", units.integer),
             "utilization_gpu_percent": v.get("utilization.gpu", units.integer),
             "utilization_memory_percent": v.get("utilization.memory", units.integer),
+            "clock_event_reasons": _mock_clock_events(v),
         },
         "gsp_firmware_version": v.get("gsp_firmware.version", str) if gsp else None,
         "addressing_mode": v.get("addressing_mode", _addressing),
@@ -467,6 +520,13 @@ def _mock_gpu(v: _Values, nvlink: dict[str, Any]) -> dict[str, Any]:
             "health": v.get("fabric.health.summary", units.token) or "healthy",
         },
     }
+
+
+def _mock_clock_events(v: _Values) -> list[str] | None:
+    """The reasons `clocks_throttle_reasons` sets true; None where the config has none."""
+    if v.raw("clocks_throttle_reasons") is None:
+        return None
+    return [r for r in CLOCK_EVENT_REASONS if v.get(f"clocks_throttle_reasons.{r}", units.active)]
 
 
 # -- shared ----------------------------------------------------------------------------------

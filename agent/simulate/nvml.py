@@ -18,6 +18,7 @@ import pynvml
 
 from plumb.agent.simulate.events import FakeEventSet, XidSchedule
 from plumb.agent.simulate.profile import GpuSpec, Profile
+from plumb.sensors import CLOCK_EVENT_REASONS
 
 __all__ = ["FakeNvml", "gpu_uuid"]
 
@@ -85,6 +86,13 @@ class EventData:
     gpuInstanceId: int = 0xFFFFFFFF  # not attributed to a MIG instance
     computeInstanceId: int = 0xFFFFFFFF
 
+
+# NVML's NVLink error counter -> the field of the profile's NvlinkErrorsSpec.
+_NVLINK_COUNTERS = {
+    pynvml.NVML_NVLINK_ERROR_DL_REPLAY: "replay",
+    pynvml.NVML_NVLINK_ERROR_DL_RECOVERY: "recovery",
+    pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc_flit",
+}
 
 # The only events the fake can deliver; registering others is NotSupported, as on a GPU
 # that lacks them.
@@ -224,13 +232,25 @@ class FakeNvml:
 
     def nvmlDeviceGetTotalEccErrors(self, handle, errorType, counterType):
         ecc = _supported(self._gpu(handle, "nvmlDeviceGetTotalEccErrors").ecc)
-        if not ecc.enabled or errorType != pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED:
+        if not ecc.enabled:
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        if counterType == pynvml.NVML_VOLATILE_ECC:
-            return _supported(ecc.uncorrected_volatile)
-        if counterType == pynvml.NVML_AGGREGATE_ECC:
-            return _supported(ecc.uncorrected_aggregate)
-        raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        counts = {
+            (pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC): (
+                ecc.uncorrected_volatile
+            ),
+            (pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_AGGREGATE_ECC): (
+                ecc.uncorrected_aggregate
+            ),
+            (pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC): (
+                ecc.corrected_volatile
+            ),
+            (pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_AGGREGATE_ECC): (
+                ecc.corrected_aggregate
+            ),
+        }
+        if (errorType, counterType) not in counts:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return _supported(counts[errorType, counterType])
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, device):
         gpu = self._gpu(device, "nvmlDeviceGetRetiredPagesPendingStatus")
@@ -264,6 +284,26 @@ class FakeNvml:
             raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return _state(link < nvlink.links_up)
 
+    def nvmlDeviceGetNvLinkErrorCounter(self, device, link, counter):
+        """The profile's count for `link`; the data-link counters it does not model (CRC and
+        ECC on data) are NotSupported."""
+        nvlink = _supported(self._gpu(device, "nvmlDeviceGetNvLinkErrorCounter").nvlink)
+        if not 0 <= link < nvlink.links_total:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        field = _NVLINK_COUNTERS.get(counter)
+        if field is None:
+            raise _error(
+                pynvml.NVML_ERROR_NOT_SUPPORTED
+                if 0 <= counter < pynvml.NVML_NVLINK_ERROR_COUNT
+                else pynvml.NVML_ERROR_INVALID_ARGUMENT
+            )
+        errors = _supported(nvlink.link_errors).get(link)
+        return 0 if errors is None else getattr(errors, field)
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle):
+        pcie = _supported(self._gpu(handle, "nvmlDeviceGetPcieReplayCounter").pcie)
+        return _supported(pcie.replay_count)
+
     def nvmlDeviceGetPowerManagementLimit(self, handle):
         watts = self._gpu(handle, "nvmlDeviceGetPowerManagementLimit").power_limit_watts
         return round(_supported(watts) * 1000)
@@ -293,6 +333,20 @@ class FakeNvml:
         if type == pynvml.NVML_CLOCK_MEM:
             return _supported(sensors.clock_memory_mhz)
         raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self._clock_events(handle, "nvmlDeviceGetCurrentClocksEventReasons")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        """The same mask under NVML's older name (deprecated, still in every driver)."""
+        return self._clock_events(handle, "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+    def _clock_events(self, handle: FakeHandle, function: str) -> int:
+        reasons = _supported(self._gpu(handle, function).sensors.clock_event_reasons)
+        mask = 0
+        for reason in reasons:
+            mask |= CLOCK_EVENT_REASONS[reason]
+        return mask
 
     def nvmlDeviceGetUtilizationRates(self, handle):
         sensors = self._gpu(handle, "nvmlDeviceGetUtilizationRates").sensors

@@ -32,6 +32,7 @@ from plumb.agent.collect.kernel import SYSCTLS
 from plumb.agent.collect.systemd import UNIT_DIRS, UNITS
 from plumb.agent.simulate import capture
 from plumb.agent.simulate.overlay import overlay
+from plumb.sensors import CLOCK_EVENT_REASONS
 
 __all__ = [
     "GpuSensorSpec",
@@ -74,6 +75,12 @@ def _nvml_function(value: str) -> str:
 def _nvml_error(value: str) -> str:
     if not isinstance(getattr(pynvml, f"NVML_ERROR_{value}", None), int):
         raise ValueError("not an NVML error name (e.g. GPU_IS_LOST, UNKNOWN, TIMEOUT)")
+    return value
+
+
+def _clock_event_reason(value: str) -> str:
+    if value not in CLOCK_EVENT_REASONS:
+        raise ValueError(f"not a clock-event reason ({', '.join(CLOCK_EVENT_REASONS)})")
     return value
 
 
@@ -193,6 +200,9 @@ class EccSpec(_Model):
     enabled: bool = True
     uncorrected_volatile: NonNegativeInt | None = 0  # null: the count is not known
     uncorrected_aggregate: NonNegativeInt | None = 0
+    # Correctable (single-bit) counts: sensor readings, not facts (they climb on healthy HBM).
+    corrected_volatile: NonNegativeInt | None = 0
+    corrected_aggregate: NonNegativeInt | None = 0
 
 
 class RemappedRowsSpec(_Model):
@@ -207,16 +217,33 @@ class PcieSpec(_Model):
     gen_max: PositiveInt | None
     width_current: PositiveInt | None
     width_max: PositiveInt | None
+    # nvmlDeviceGetPcieReplayCounter: a sensor reading (it climbs on links that work).
+    replay_count: Annotated[int, Field(ge=0, lt=1 << 32)] | None = 0
+
+
+class NvlinkErrorsSpec(_Model):
+    """One link's nvmlDeviceGetNvLinkErrorCounter values (sensor readings, not facts)."""
+
+    replay: NonNegativeInt = 0
+    recovery: NonNegativeInt = 0
+    crc_flit: NonNegativeInt = 0
 
 
 class NvlinkSpec(_Model):
     links_total: Annotated[int, Field(gt=0, le=pynvml.NVML_NVLINK_MAX_LINKS)]
     links_up: NonNegativeInt
+    # Error counters by link index; a link not listed counts none; null: NotSupported.
+    link_errors: dict[NonNegativeInt, NvlinkErrorsSpec] | None = {}
 
     @model_validator(mode="after")
     def _up_within_total(self) -> NvlinkSpec:
         if self.links_up > self.links_total:
             raise ValueError("links_up exceeds links_total")
+        for link in self.link_errors or {}:
+            if link >= self.links_total:
+                raise ValueError(
+                    f"link_errors.{link}: no such link (links_total is {self.links_total})"
+                )
         return self
 
 
@@ -244,6 +271,11 @@ class GpuSensorSpec(_Model):
     clock_memory_mhz: PositiveInt | None = 1593
     utilization_gpu_percent: Annotated[int, Field(ge=0, le=100)] | None = 0
     utilization_memory_percent: Annotated[int, Field(ge=0, le=100)] | None = 0
+    # Why the clocks are below their maximum (plumb.sensors.CLOCK_EVENT_REASONS): an idle GPU
+    # clocks down, as every capture at rest shows.
+    clock_event_reasons: list[Annotated[str, AfterValidator(_clock_event_reason)]] | None = [
+        "gpu_idle"
+    ]
 
 
 class SensorMotion(_Model):

@@ -147,6 +147,13 @@ def yes_no(text: str | bool) -> bool:
     return _switch(text, ("yes", "true"), ("no", "false"), "Yes/No")
 
 
+def active(text: str | bool) -> bool:
+    """`Active`/`Not Active` (a clock-event reason in nvidia-smi; YAML booleans) -> bool."""
+    if isinstance(text, bool):
+        return text
+    return _switch(text, ("active",), ("not active",), "Active/Not Active")
+
+
 def token(text: str) -> str:
     """`In Progress`, `Limited Capacity` -> `in_progress`, `limited_capacity`."""
     return "_".join(_plain(text).lower().replace("-", " ").split())

@@ -85,6 +85,14 @@ class GpuSensorsOut(BaseModel):
     gpu_utilization_ratio: float | None
     memory_utilization_ratio: float | None
     memory_used_bytes: int | None
+    # Why the clocks are below their maximum: the active reasons, in NVML's bit order.
+    clock_event_reasons: list[str] | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    pcie_replay_count: int | None = None
+    nvlink_replay_errors: int | None = None
+    nvlink_recovery_errors: int | None = None
+    nvlink_crc_flit_errors: int | None = None
 
 
 class SensorsOut(BaseModel):

@@ -1,4 +1,4 @@
-"""Routes over nodes: list, detail, history, and the whole-cluster snapshot."""
+"""Routes over nodes: list, detail, history, uncordon, and the whole-cluster snapshot."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import AwareDatetime
 
-from plumb.aggregator.api.access import AdminAccess
+from plumb.aggregator.api.access import AdminAccess, identify
 from plumb.aggregator.api.models import ChangeOut, NodeDetailOut, NodeOut, SnapshotNodeOut
+from plumb.aggregator.api.tokens import Caller
 from plumb.aggregator.core import Core
 
 router = APIRouter(prefix="/v1", tags=["nodes"])
@@ -55,6 +56,22 @@ async def remove_node(name: str, core: CoreDep) -> dict[str, Any]:
     off); 409 while one does."""
     core.remove_node(name)
     return {"node": name, "removed": True}
+
+
+@router.post("/nodes/{name}/uncordon", dependencies=[AdminAccess])
+async def uncordon_node(
+    name: str, core: CoreDep, caller: Annotated[Caller | None, Depends(identify)]
+) -> dict[str, Any]:
+    """Make a Node Plumb cordoned schedulable again; 409 for a node Plumb did not cordon."""
+    done = await core.uncordon(name, caller.name if caller else "anonymous")
+    return {
+        "node": done.node,
+        "uncordoned": True,
+        "was_unschedulable": done.was_unschedulable,
+        "findings": list(done.findings),
+        "cordoned_at": done.cordoned_at,
+        "by": done.by,
+    }
 
 
 @router.get("/nodes/{name}/history")

@@ -18,6 +18,7 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     recipe,
     serve,
     snapshot,
+    uncordon,
     validate,
     watch,
 )

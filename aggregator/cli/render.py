@@ -330,15 +330,48 @@ def _cell(reading: object) -> str:
     return escape(text) if ok else f"[dim]{escape(text)}[/]"
 
 
-def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
-    return "/".join(
+def _gpu_cell(gpu: dict, column: present.GpuColumn, found: dict[str, dict]) -> str:
+    """The column's readings; in the colour of the worst finding that marks it, if any."""
+    text = "/".join(
         escape(text) if ok else f"[dim]{escape(text)}[/]"
-        for text, ok in present.gpu_cell(gpu, keys)
+        for text, ok in present.gpu_cell(gpu, column.keys)
     )
+    return _marked(text, present.column_finding(column, found))
+
+
+def _marked(text: str, finding: dict | None) -> str:
+    return f"[{_SEVERITY_STYLE[finding['severity']]}]{text}[/]" if finding else text
+
+
+def _gpu_sheets(detail: dict, findings: list[dict], now: datetime) -> list[Sheet]:
+    """The per-GPU tables of `plumb node`: inventory and links, then health (error totals,
+    readings, recent XIDs), each cell coloured by the open finding it raised."""
+    gpus = present.gpu_rows(detail)
+    by_gpu = present.gpu_findings(findings)
+    found = [by_gpu.get((g.get("index") or {}).get("value"), {}) for g in gpus]
+    inventory = Sheet(plural(len(gpus), "GPU"), [c.header.upper() for c in present.GPU_COLUMNS])
+    sick = sum(1 for f in found if f)
+    health = Sheet(
+        f"GPU health: {sick} of {plural(len(gpus), 'GPU')} with open findings",
+        [c.header.upper() for c in present.HEALTH_COLUMNS] + ["RECENT XIDS", "FINDINGS"],
+    )
+    for gpu, mine in zip(gpus, found, strict=True):
+        inventory.rows.append([_gpu_cell(gpu, c, mine) for c in present.GPU_COLUMNS])
+        xids = [_marked(escape(t), f) for t, f in present.xid_texts(gpu, mine, now)]
+        named = [
+            f"[{_SEVERITY_STYLE[sev]}]{sev}[/]: {escape(names)}"
+            for sev, names in present.findings_text(mine)
+        ]
+        health.rows.append(
+            [_gpu_cell(gpu, c, mine) for c in present.HEALTH_COLUMNS]
+            + [", ".join(xids) or "-", "; ".join(named) or "-"]
+        )
+    return [inventory, health]
 
 
 def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list:
-    """`plumb node NAME`: summary, every fact, per-GPU table, open findings, recent history."""
+    """`plumb node NAME`: summary, every fact, the GPUs and their health, open findings,
+    recent history."""
     from plumb.tree import leaves  # the wire model's protobuf: only this command needs it
 
     now = _now()
@@ -352,11 +385,7 @@ def node_tables(detail: dict, findings: list[dict], history: list[dict]) -> list
     facts = Sheet("facts", ["FACT", "VALUE"])
     for path, reading in leaves(detail.get("facts") or {}, skip=("gpus",)):
         facts.rows.append([escape(path), _cell(reading)])
-    gpus = present.gpu_rows(detail)
-    gpu_table = Sheet(plural(len(gpus), "GPU"), [h.upper() for h, _ in present.GPU_COLUMNS])
-    for gpu in gpus:
-        gpu_table.rows.append([_gpu_cell(gpu, keys) for _, keys in present.GPU_COLUMNS])
-    shown: list = [head, facts, gpu_table]
+    shown: list = [head, facts, *_gpu_sheets(detail, findings, now)]
     shown.append(drift_table(findings) if findings else "[green]no open drift findings[/]")
     title = f"{plural(len(history), 'recent change')}, newest first"
     shown.append(history_table(history, title=title))

@@ -2,9 +2,10 @@
 
 Every replica watches Nodes and discovers the GPU stack's components, so each serves reads
 with the cluster's facts merged into its nodes' facts. Only the replica holding the Lease
-does cluster-wide writes: the opt-in node labels and conditions, and validation Jobs (the
-Kubernetes checks ask `is_leader`). Losing the Lease stops the writes within the renew
-deadline; a clean shutdown releases it so another replica takes over at once.
+does cluster-wide writes: the opt-in node labels and conditions, the opt-in cordons of sick
+nodes, and validation Jobs (the Kubernetes checks ask `is_leader`). Losing the Lease stops
+the writes within the renew deadline; a clean shutdown releases it so another replica takes
+over at once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from plumb.aggregator.k8s.components import discover
 from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
 from plumb.aggregator.k8s.node_writer import NodeMark, NodeWriter
 from plumb.aggregator.k8s.nodes import NodeInfo, NodeWatcher, node_facts
+from plumb.aggregator.k8s.remediation import Remediator
 from plumb.aggregator.recipes.catalog import Catalog
 from plumb.aggregator.settings import AggregatorSettings
 from plumb.facts import Reading
@@ -39,12 +41,13 @@ class Publish(Protocol):
     ) -> None: ...
 
 
-# Counts a failed round of one of the loops (watch, discovery, node writes).
+# Counts a failed round of one of the loops (watch, discovery, node writes, cordons).
 CountError = Callable[[str], None]
 
 
 class Cluster:
-    """Node watcher, component discovery, leader election and the leader's node writes."""
+    """Node watcher, component discovery, leader election and the leader's node writes and
+    cordons."""
 
     def __init__(
         self,
@@ -53,6 +56,7 @@ class Cluster:
         catalog: Catalog,
         publish: Publish,
         marks: Callable[[], list[NodeMark]],
+        remediator: Remediator,
         count_error: CountError,
     ):
         k = settings.kubernetes
@@ -69,6 +73,8 @@ class Cluster:
         self._catalog = catalog
         self._publish = publish
         self._marks = marks
+        # Fed every Node; cordons only with remediation.cordon, uncordons on request.
+        self.remediator = remediator
         self._count_error = count_error
         self._watcher = NodeWatcher(api, self._node_changed, self._node_deleted)
         self._writer = NodeWriter(api) if k.write_nodes else None
@@ -88,13 +94,17 @@ class Cluster:
             tasks.create_task(self._discover_forever(), name="component-discovery")
             if self._writer is not None:
                 tasks.create_task(self._write_forever(self._writer), name="node-writes")
+            if self.remediator.settings.cordon:
+                tasks.create_task(self._cordon_forever(), name="cordons")
 
     async def _node_changed(self, info: NodeInfo) -> None:
         self.nodes.add(info.name)
+        self.remediator.observe(info)
         self._publish(info.name, *node_facts(info))
 
     async def _node_deleted(self, name: str) -> None:
         self.nodes.discard(name)
+        self.remediator.drop(name)
         self._publish(name, None)
 
     async def _discover_forever(self) -> None:
@@ -120,4 +130,19 @@ class Cluster:
                     except Exception:  # noqa: BLE001 - one node's failed write: retried next round
                         log.warning("node write failed", exc_info=True, extra={"node": mark.name})
                         self._count_error("node_write")
+                await asyncio.sleep(self._settings.write_interval_s)
+
+    async def _cordon_forever(self) -> None:
+        while True:
+            await self.elector.is_leader.wait()
+            self.remediator.forget()
+            while self.is_leader():
+                for decision in self.remediator.due():
+                    if not self.is_leader():
+                        break
+                    try:
+                        await asyncio.to_thread(self.remediator.cordon, decision)
+                    except Exception:  # noqa: BLE001 - one node's failed cordon: retried next round
+                        log.warning("cordon failed", exc_info=True, extra={"node": decision.node})
+                        self._count_error("cordon")
                 await asyncio.sleep(self._settings.write_interval_s)

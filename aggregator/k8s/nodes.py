@@ -32,15 +32,22 @@ GPU_LABEL_PREFIXES = ("nvidia.com/", "feature.node.kubernetes.io/pci-10de")
 _REGION = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 _ZONE = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 _INSTANCE_TYPE = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+# Plumb's remediation marks (aggregator/k8s/remediation.py): which findings it cordoned the
+# node for, and which a person uncordoned it past.
+CORDONED_BY = "plumb.dev/cordoned-by"
+UNCORDONED_BY = "plumb.dev/uncordoned-by"
 
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """What the Node object says about a node, as flat facts plus its GPU labels."""
+    """What the Node object says about a node: flat facts, its GPU labels, and whether it is
+    cordoned, with Plumb's remediation annotations."""
 
     name: str
     facts: dict[str, str] = field(default_factory=dict)
     gpu_labels: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    remediation: dict[str, str] = field(default_factory=dict)
 
 
 def _first(labels: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
@@ -75,6 +82,12 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
         name=meta.get("name", ""),
         facts={k: v for k, v in candidates.items() if v},
         gpu_labels={k: v for k, v in labels.items() if k.startswith(GPU_LABEL_PREFIXES)},
+        unschedulable=bool(spec.get("unschedulable")),
+        remediation={
+            k: v
+            for k, v in (meta.get("annotations") or {}).items()
+            if k in (CORDONED_BY, UNCORDONED_BY)
+        },
     )
 
 

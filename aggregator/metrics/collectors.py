@@ -443,6 +443,26 @@ class ClusterErrors:
         self.errors.labels(loop=loop).inc()
 
 
+class RemediationActions:
+    """The leader's cordons, the uncordons asked for, and cordons the circuit breaker held back
+    (once per node and findings)."""
+
+    ACTIONS = ("cordon", "uncordon", "blocked")
+
+    def __init__(self, registry: CollectorRegistry):
+        self.actions = Counter(
+            "plumb_remediation_actions",
+            "Remediation actions: cordon, uncordon, and blocked by the circuit breaker.",
+            ["action"],
+            registry=registry,
+        )
+        for action in self.ACTIONS:  # every series from the start, so rate() sees the first
+            self.actions.labels(action=action)
+
+    def count(self, action: str) -> None:
+        self.actions.labels(action=action).inc()
+
+
 class LeaderCollector(Collector):
     """Whether this replica holds the Lease; only where there is a Kubernetes side."""
 

@@ -1,43 +1,132 @@
-"""GPU sensor gauges: each streaming node's latest readings, labelled to join dcgm-exporter.
+"""GPU sensor series: each streaming node's latest readings, labelled to join dcgm-exporter.
 
 Readings are not facts (plumb/v1/facts.proto): no history, no drift, only the latest value,
-and only while the node's agent streams, so a gone node's gauges vanish instead of lying.
+and only while the node's agent streams, so a gone node's series vanish instead of lying.
 Each GPU series carries Plumb's `node` plus dcgm-exporter's `gpu`, `UUID` and `pci_bus_id`,
 and `model_name` (as plumb_gpu_info), from the node's facts, so `on (UUID)` joins the two.
-A node's lines are rendered once per report (and per facts version, for the labels) and
-joined at scrape, so a scrape costs a join, not a format of every sample.
+The error counts are counters (`_total`: Prometheus' rate() reads them, resets included);
+the clock-event mask is one 0/1 gauge per reason, since PromQL cannot test a bit. The power
+limit, a fact, is rendered here beside the draw with the same labels, so that draw / limit
+divides without a join. A node's lines are rendered once per report (and per facts version,
+for the labels) and joined at scrape, so a scrape costs a join, not a format of every sample.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 from prometheus_client.utils import floatToGoString
 
 from plumb.aggregator.state.live import LiveState, NodeState, Sensors
 from plumb.aggregator.state.replicas import Membership
+from plumb.aggregator.state.views import GpuView
+from plumb.sensors import CLOCK_EVENT_REASONS, GpuSensors
 
 __all__ = ["SensorSeries"]
 
-# (series, help, GpuSensors field), in the order rendered.
-GAUGES = (
-    ("plumb_gpu_temperature_celsius", "GPU temperature.", "temperature_celsius"),
-    ("plumb_gpu_power_draw_watts", "GPU power draw.", "power_draw_watts"),
-    ("plumb_gpu_sm_clock_mhz", "Current SM clock of the GPU.", "sm_clock_mhz"),
-    ("plumb_gpu_memory_clock_mhz", "Current memory clock of the GPU.", "memory_clock_mhz"),
+# One GPU's samples of a family: (labels beyond the GPU's, value) pairs.
+Samples = Callable[[GpuSensors, GpuView | None], Iterable[tuple[str, float]]]
+
+
+def _reading(field: str) -> Samples:
+    def samples(gpu: GpuSensors, view: GpuView | None) -> Iterable[tuple[str, float]]:
+        value = getattr(gpu, field)
+        return () if value is None else (("", value),)
+
+    return samples
+
+
+def _clock_events(gpu: GpuSensors, view: GpuView | None) -> Iterable[tuple[str, float]]:
+    mask = gpu.clock_event_reasons
+    if mask is None:
+        return ()
+    return ((f',reason="{r}"', 1.0 if mask & bit else 0.0) for r, bit in _REASONS)
+
+
+def _power_limit(gpu: GpuSensors, view: GpuView | None) -> Iterable[tuple[str, float]]:
+    limit = None if view is None else view.number("power_limit_watts")
+    return () if limit is None else (("", limit),)
+
+
+_REASONS = tuple(CLOCK_EVENT_REASONS.items())
+
+# (series, help, type, samples), in the order rendered.
+FAMILIES: tuple[tuple[str, str, str, Samples], ...] = (
+    ("plumb_gpu_temperature_celsius", "GPU temperature.", "gauge", _reading("temperature_celsius")),
+    ("plumb_gpu_power_draw_watts", "GPU power draw.", "gauge", _reading("power_draw_watts")),
+    (
+        "plumb_gpu_power_limit_watts",
+        "GPU power management limit (a fact, beside the draw for draw / limit).",
+        "gauge",
+        _power_limit,
+    ),
+    ("plumb_gpu_sm_clock_mhz", "Current SM clock of the GPU.", "gauge", _reading("sm_clock_mhz")),
+    (
+        "plumb_gpu_memory_clock_mhz",
+        "Current memory clock of the GPU.",
+        "gauge",
+        _reading("memory_clock_mhz"),
+    ),
     (
         "plumb_gpu_utilization_ratio",
         "Share of the last sample period a kernel ran on the GPU.",
-        "gpu_utilization_ratio",
+        "gauge",
+        _reading("gpu_utilization_ratio"),
     ),
     (
         "plumb_gpu_memory_utilization_ratio",
         "Share of the last sample period the GPU's memory was read or written.",
-        "memory_utilization_ratio",
+        "gauge",
+        _reading("memory_utilization_ratio"),
     ),
-    ("plumb_gpu_memory_used_bytes", "GPU memory in use.", "memory_used_bytes"),
+    ("plumb_gpu_memory_used_bytes", "GPU memory in use.", "gauge", _reading("memory_used_bytes")),
+    (
+        "plumb_gpu_clock_event_active",
+        "1 while this reason holds the GPU's clocks below their maximum (NVML clock events).",
+        "gauge",
+        _clock_events,
+    ),
+    (
+        "plumb_gpu_ecc_corrected_volatile_total",
+        "Corrected (single-bit) ECC errors since the driver loaded.",
+        "counter",
+        _reading("ecc_corrected_volatile"),
+    ),
+    (
+        "plumb_gpu_ecc_corrected_aggregate_total",
+        "Corrected (single-bit) ECC errors over the GPU's life.",
+        "counter",
+        _reading("ecc_corrected_aggregate"),
+    ),
+    (
+        "plumb_gpu_pcie_replays_total",
+        "PCIe replays (retransmissions) of the GPU's link.",
+        "counter",
+        _reading("pcie_replay_count"),
+    ),
+    (
+        "plumb_gpu_nvlink_replay_errors_total",
+        "NVLink data-link replay errors, summed over the GPU's links.",
+        "counter",
+        _reading("nvlink_replay_errors"),
+    ),
+    (
+        "plumb_gpu_nvlink_recovery_errors_total",
+        "NVLink data-link recovery errors, summed over the GPU's links.",
+        "counter",
+        _reading("nvlink_recovery_errors"),
+    ),
+    (
+        "plumb_gpu_nvlink_crc_flit_errors_total",
+        "NVLink data-link CRC flit errors, summed over the GPU's links.",
+        "counter",
+        _reading("nvlink_crc_flit_errors"),
+    ),
 )
 TIMESTAMP = (
     "plumb_node_sensors_timestamp_seconds",
     "When the aggregator received the node's latest sensor readings.",
+    "gauge",
 )
 
 
@@ -51,7 +140,7 @@ class SensorSeries:
         self._cache: dict[str, tuple[Sensors, dict, list[str]]] = {}
 
     def render(self) -> bytes:
-        parts: list[list[str]] = [[] for _ in range(len(GAUGES) + 1)]
+        parts: list[list[str]] = [[] for _ in range(len(FAMILIES) + 1)]
         cache: dict[str, tuple[Sensors, dict, list[str]]] = {}
         for node in self._state.nodes():
             sensors = node.sensors
@@ -65,16 +154,16 @@ class SensorSeries:
                 body.append(lines)
         self._cache = cache
         out = []
-        for (name, doc, *_), body in zip((*GAUGES, TIMESTAMP), parts, strict=True):
-            out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        for (name, doc, kind, *_), body in zip((*FAMILIES, TIMESTAMP), parts, strict=True):
+            out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
             out.extend(body)
         return "".join(out).encode()
 
 
 def _node_lines(node: NodeState, sensors: Sensors) -> list[str]:
-    """One text block per gauge (GAUGES order), then the node's timestamp line."""
+    """One text block per family (FAMILIES order), then the node's timestamp line."""
     by_index = {g.value("index"): g for g in node.gpus()}
-    blocks: list[list[str]] = [[] for _ in GAUGES]
+    blocks: list[list[str]] = [[] for _ in FAMILIES]
     for gpu in sensors.gpus:
         view = by_index.get(gpu.index)
         labels = _labels(
@@ -86,10 +175,9 @@ def _node_lines(node: NodeState, sensors: Sensors) -> list[str]:
                 "model_name": (view.text("name") if view else None) or "",
             }
         )
-        for block, (name, _, field) in zip(blocks, GAUGES, strict=True):
-            value = getattr(gpu, field)
-            if value is not None:
-                block.append(f"{name}{{{labels}}} {floatToGoString(value)}\n")
+        for block, (name, _, _, samples) in zip(blocks, FAMILIES, strict=True):
+            for more, value in samples(gpu, view):
+                block.append(f"{name}{{{labels}{more}}} {floatToGoString(value)}\n")
     at = floatToGoString(sensors.at.timestamp())
     stamp = f'{TIMESTAMP[0]}{{node="{_esc(node.name)}"}} {at}\n'
     return ["".join(b) for b in blocks] + [stamp]

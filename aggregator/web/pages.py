@@ -219,8 +219,48 @@ def _reading(reading: object) -> str:
     return _text(*present.reading_text(reading))
 
 
-def _gpu_cell(gpu: dict, keys: tuple[str, ...]) -> str:
-    return "/".join(_text(t, ok) for t, ok in present.gpu_cell(gpu, keys))
+def _marks(finding: dict | None) -> str:
+    """A cell's class and tooltip when an open finding marks it: its severity and what it saw."""
+    if finding is None:
+        return ""
+    what = f"{finding['component']}: {finding['observed']}"
+    return f' class="marked {e(finding["severity"])}" title="{e(what)}"'
+
+
+def _gpu_cell(gpu: dict, column: present.GpuColumn, found: dict[str, dict]) -> str:
+    text = "/".join(_text(t, ok) for t, ok in present.gpu_cell(gpu, column.keys))
+    return f"<td{_marks(present.column_finding(column, found))}>{text}</td>"
+
+
+def _gpu_tables(detail: dict, findings: list[dict], now: datetime) -> str:
+    """The GPUs as they are, then their health: error totals, readings and recent XIDs, each
+    cell marked by the open finding it raised."""
+    gpus = present.gpu_rows(detail)
+    by_gpu = present.gpu_findings(findings)
+    found = [by_gpu.get((g.get("index") or {}).get("value"), {}) for g in gpus]
+    head = "".join(f"<th>{e(c.header)}</th>" for c in present.GPU_COLUMNS)
+    rows = "".join(
+        "<tr>" + "".join(_gpu_cell(g, c, mine) for c in present.GPU_COLUMNS) + "</tr>"
+        for g, mine in zip(gpus, found, strict=True)
+    )
+    health_head = "".join(f"<th>{e(c.header)}</th>" for c in present.HEALTH_COLUMNS)
+    health_rows = []
+    for g, mine in zip(gpus, found, strict=True):
+        xids = " ".join(
+            f"<span{_marks(f)}>{e(text)}</span>" for text, f in present.xid_texts(g, mine, now)
+        )
+        health_rows.append(
+            f'<tr data-gpu="{e((g.get("index") or {}).get("value"))}">'
+            + "".join(_gpu_cell(g, c, mine) for c in present.HEALTH_COLUMNS)
+            + f'<td class="xids">{xids or "-"}</td></tr>'
+        )
+    sick = sum(1 for f in found if f)
+    return f"""<section><h2>{len(gpus)} GPUs</h2>
+<div class="scroll"><table class="gpus"><thead><tr>{head}</tr></thead>
+<tbody>{rows}</tbody></table></div></section>
+<section><h2>GPU health <small>{sick} of {len(gpus)} with open findings</small></h2>
+<div class="scroll"><table class="gpus health"><thead><tr>{health_head}<th>Recent XIDs</th>
+</tr></thead><tbody>{"".join(health_rows)}</tbody></table></div></section>"""
 
 
 def _value(change: dict | None) -> str:
@@ -258,19 +298,11 @@ def _timeline(history: list[dict]) -> str:
 
 def _node_body(detail: dict, findings: list[dict], history: list[dict], now: datetime) -> str:
     facts = detail.get("facts") or {}
-    gpus = present.gpu_rows(detail)
     styled = {"State": _status(detail), "Findings": _badges(detail.get("findings") or {})}
     summary = [
         (k, styled[k] if k in styled else e(v)) for k, v in present.summary_rows(detail, now)
     ]
     summary_rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in summary)
-    gpu_head = "".join(f"<th>{e(h)}</th>" for h, _ in present.GPU_COLUMNS)
-    gpu_rows = "".join(
-        "<tr>"
-        + "".join(f"<td>{_gpu_cell(g, keys)}</td>" for _, keys in present.GPU_COLUMNS)
-        + "</tr>"
-        for g in gpus
-    )
     fact_rows = "".join(
         f"<tr><th><code>{e(path)}</code></th><td>{_reading(r)}</td></tr>"
         for path, r in leaves(facts, skip=("gpus",))
@@ -285,9 +317,7 @@ def _node_body(detail: dict, findings: list[dict], history: list[dict], now: dat
 <section><h2>Summary</h2><table class="kv">{summary_rows}</table></section>
 <section><h2>Open findings</h2>{_findings_list(findings, with_node=False)}</section>
 </div>
-<section><h2>{len(gpus)} GPUs</h2>
-<div class="scroll"><table class="gpus"><thead><tr>{gpu_head}</tr></thead>
-<tbody>{gpu_rows}</tbody></table></div></section>
+{_gpu_tables(detail, findings, now)}
 <div class="split">
 <section><h2>History <small>newest first</small></h2>{_timeline(history)}</section>
 <section><h2>Every fact</h2><table class="kv facts">{fact_rows}</table></section>
@@ -304,7 +334,8 @@ def node_page(
     fragment: bool = False,
     account: Account | None = None,
 ) -> str:
-    """One node: summary, open findings with remediation, GPUs, history timeline, facts."""
+    """One node: summary, open findings with remediation, GPUs and their health, history
+    timeline, facts."""
     body = _node_body(detail, findings, history, now)
     url = f"/ui/nodes/{quote(detail['name'], safe='')}"
     return body if fragment else _layout(detail["name"], body, url, now, account)

@@ -2,7 +2,7 @@
 
 Readings are not facts (see "Stack facts vs sensor readings" in plumb/v1/facts.proto): they
 have no path, no hash, no history. `GpuSensors` holds one GPU's readings in the units the
-aggregator exports (watts, ratios, bytes); the wire carries NVML's integers. `from_proto`
+aggregator exports (watts, ratios, bytes, counts); the wire carries NVML's integers. `from_proto`
 refuses what no GPU can report, naming the field, so nothing out of range reaches a gauge.
 """
 
@@ -12,7 +12,16 @@ from dataclasses import dataclass, fields
 
 from plumb.v1 import facts_pb2
 
-__all__ = ["BOUNDS", "READINGS", "GpuSensors", "SensorsError", "from_proto", "to_proto"]
+__all__ = [
+    "BOUNDS",
+    "CLOCK_EVENT_REASONS",
+    "READINGS",
+    "GpuSensors",
+    "SensorsError",
+    "active_reasons",
+    "from_proto",
+    "to_proto",
+]
 
 # The largest value each wire field may carry, far beyond any GPU yet (a few hundred W and
 # up to ~100 °C, clocks of a few GHz, 288 GB of HBM), so only a broken agent hits them.
@@ -24,6 +33,29 @@ BOUNDS: dict[str, int] = {
     "gpu_utilization_percent": 100,
     "memory_utilization_percent": 100,
     "memory_used_bytes": 1 << 42,  # 4 TiB
+    "clock_event_reasons": (1 << 64) - 1,  # a mask: bits NVML adds later pass through
+    # Error counters: 2**53, the last integer a float64 sample holds exactly; a GPU at one
+    # error per microsecond would take 285 years to get there.
+    "ecc_corrected_volatile": 1 << 53,
+    "ecc_corrected_aggregate": 1 << 53,
+    "pcie_replay_count": 1 << 32,  # NVML's counter is an unsigned int
+    "nvlink_replay_errors": 1 << 53,
+    "nvlink_recovery_errors": 1 << 53,
+    "nvlink_crc_flit_errors": 1 << 53,
+}
+
+# Why the clocks are below their maximum: reason -> its bit in NVML's clock-event mask
+# (nvml.h's nvmlClocksEventReason*; the names are nvidia-smi's, as in `-q -x`). These are the
+# reasons exported per GPU; the configuration ones (applications clocks, display clocks) are
+# not: they say how the GPU was set up, never that something happened to it.
+CLOCK_EVENT_REASONS: dict[str, int] = {
+    "gpu_idle": 0x1,  # nothing runs: clocks idle down
+    "sw_power_cap": 0x4,  # the driver holds draw at the power limit: normal under load
+    "hw_slowdown": 0x8,  # the board halves the clocks or more (thermal, power brake, fast trigger)
+    "sync_boost": 0x10,  # held to the slowest GPU of its sync-boost group
+    "sw_thermal_slowdown": 0x20,  # the driver cools an over-hot GPU
+    "hw_thermal_slowdown": 0x40,  # the board itself cools an over-hot GPU
+    "hw_power_brake_slowdown": 0x80,  # the system's power brake (a PSU or rack limit) fired
 }
 
 
@@ -39,10 +71,28 @@ class GpuSensors:
     gpu_utilization_ratio: float | None = None
     memory_utilization_ratio: float | None = None
     memory_used_bytes: int | None = None
+    clock_event_reasons: int | None = None  # NVML's mask (CLOCK_EVENT_REASONS)
+    ecc_corrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    pcie_replay_count: int | None = None
+    nvlink_replay_errors: int | None = None
+    nvlink_recovery_errors: int | None = None
+    nvlink_crc_flit_errors: int | None = None
 
-    def to_json(self) -> dict[str, int | float | None]:
-        """The API's shape: every reading by name, None where absent."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_json(self) -> dict[str, int | float | list[str] | None]:
+        """The API's shape: every reading by name, None where absent; the clock-event mask as
+        the names of its active reasons."""
+        out: dict[str, int | float | list[str] | None] = {
+            f.name: getattr(self, f.name) for f in fields(self)
+        }
+        if self.clock_event_reasons is not None:
+            out["clock_event_reasons"] = active_reasons(self.clock_event_reasons)
+        return out
+
+
+def active_reasons(mask: int) -> list[str]:
+    """The CLOCK_EVENT_REASONS set in `mask`, in bit order."""
+    return [reason for reason, bit in CLOCK_EVENT_REASONS.items() if mask & bit]
 
 
 # The readings, by their name here: (wire field, wire units per unit here).
@@ -54,6 +104,13 @@ READINGS: dict[str, tuple[str, int]] = {
     "gpu_utilization_ratio": ("gpu_utilization_percent", 100),
     "memory_utilization_ratio": ("memory_utilization_percent", 100),
     "memory_used_bytes": ("memory_used_bytes", 1),
+    "clock_event_reasons": ("clock_event_reasons", 1),
+    "ecc_corrected_volatile": ("ecc_corrected_volatile", 1),
+    "ecc_corrected_aggregate": ("ecc_corrected_aggregate", 1),
+    "pcie_replay_count": ("pcie_replay_count", 1),
+    "nvlink_replay_errors": ("nvlink_replay_errors", 1),
+    "nvlink_recovery_errors": ("nvlink_recovery_errors", 1),
+    "nvlink_crc_flit_errors": ("nvlink_crc_flit_errors", 1),
 }
 
 

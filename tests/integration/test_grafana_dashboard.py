@@ -1,6 +1,7 @@
 """Every query of the shipped Grafana dashboard, run in a real Prometheus against a live fleet.
 
-A real aggregator with simulated agents (one drifted, one validation run finished) is scraped
+A real aggregator with simulated agents (one drifted, one with XID 79 on a GPU, one validation
+run finished) is scraped
 by the real Prometheus of prom_fixture, with deploy/prometheus/rules.yml loaded so the recording
 rules the panels use exist. `$job` is the fixture's scrape job (one chosen job); the other
 variables match all, as "All" does (`$node` and `$cluster` → `.*`, as on a Prometheus that
@@ -63,12 +64,18 @@ def test_every_panel_query_returns_data_while_the_fleet_runs(
     start_agent,
     prometheus: Prometheus,  # noqa: F811
 ) -> None:
-    start_agent(aggregator, "eks-h100-1", "dgx-h100")
+    sick = start_agent(aggregator, "eks-h100-1", "dgx-h100")
     drifting = start_agent(aggregator, "eks-h100-2", "dgx-h100")
     start_agent(aggregator, "gke-a100-1", "hgx-a100")
     until(lambda: len(aggregator.json("/v1/nodes")) == 3, what="three nodes")
     drifting.edit(lambda spec: spec["driver"].update(version="595.45.04"))
     until(lambda: aggregator.json("/v1/drift", severity="critical"), what="critical drift")
+    # A health finding for the GPU health row: GPU 3 falls off the bus.
+    sick.edit(lambda spec: spec.update(xids=[{"gpu": 3, "code": 79, "after_s": 0}]))
+    until(
+        lambda: aggregator.json("/v1/drift", node="eks-h100-1", kind="health"),
+        what="a health finding",
+    )
     run = aggregator_post(aggregator, "/v1/validations", {"phases": ["deployment", "conformance"]})
     until(
         lambda: aggregator.json(f"/v1/validations/{run['id']}")["state"] == "finished",

@@ -44,7 +44,7 @@ def test_readings_are_gauges_without_history_or_findings_and_go_with_the_agent(
         for n, lb, _ in samples
         if n == "plumb_gpu_info" and lb["node"] == "warm" and lb["gpu"] == "3"
     ]
-    assert gpu3["UUID"] == info["uuid"] and gpu3["UUID"].startswith("GPU-")
+    assert gpu3["UUID"] == info["UUID"] and gpu3["UUID"].startswith("GPU-")
     assert gpu3["model_name"] == "NVIDIA H100 80GB HBM3"
     assert gpu3["pci_bus_id"] == "00000000:42:00.0"  # FakeNvml: bus 0x18 + 0x0E * 3
     assert any(
@@ -69,3 +69,58 @@ def test_readings_are_gauges_without_history_or_findings_and_go_with_the_agent(
         for n, lb, _ in scrape(aggregator)
         if n.startswith("plumb_gpu_") and n != "plumb_gpu_info"
     )
+
+
+HEALTH_SERIES = {
+    "plumb_gpu_clock_event_active",
+    "plumb_gpu_power_limit_watts",
+    "plumb_gpu_pcie_replays_total",
+    "plumb_gpu_ecc_corrected_volatile_total",
+    "plumb_gpu_nvlink_crc_flit_errors_total",
+}
+
+
+def _gpu3(aggregator, node: str) -> dict[tuple[str, str], float]:
+    """(series, reason) -> value of GPU 3's HEALTH_SERIES on `node`."""
+    return {
+        (name, labels.get("reason", "")): value
+        for name, labels, value in scrape(aggregator)
+        if name in HEALTH_SERIES and labels["node"] == node and labels["gpu"] == "3"
+    }
+
+
+def test_error_counters_and_clock_events_are_series_never_facts(aggregator, start_agent):
+    agent = start_agent(aggregator, "sick", "dgx-h100", "--sensor-interval", "0.2")
+    until(lambda: _gpu3(aggregator, "sick"), what="GPU 3's counters")
+    findings = aggregator.json("/v1/drift", node="sick")
+    at_rest = _gpu3(aggregator, "sick")
+    # dgx-h100.yaml at rest: idle clocks, no errors; its 700 W limit beside the draw.
+    assert at_rest[("plumb_gpu_clock_event_active", "gpu_idle")] == 1.0
+    assert at_rest[("plumb_gpu_clock_event_active", "hw_power_brake_slowdown")] == 0.0
+    assert at_rest[("plumb_gpu_pcie_replays_total", "")] == 0.0
+    assert at_rest[("plumb_gpu_power_limit_watts", "")] == 700.0
+
+    def sicken(spec):
+        spec["gpus"].setdefault("overrides", {})[3] = {
+            "pcie": {"replay_count": 174},
+            "ecc": {"enabled": True, "corrected_volatile": 9},
+            "nvlink": {"links_total": 18, "links_up": 18, "link_errors": {2: {"crc_flit": 40}}},
+            "sensors": {"clock_event_reasons": ["hw_slowdown", "hw_power_brake_slowdown"]},
+        }
+
+    agent.edit(sicken)
+    until(
+        lambda: _gpu3(aggregator, "sick").get(("plumb_gpu_pcie_replays_total", "")) == 174.0,
+        what="GPU 3's replays counted",
+    )
+    sick = _gpu3(aggregator, "sick")
+    assert sick[("plumb_gpu_clock_event_active", "hw_power_brake_slowdown")] == 1.0
+    assert sick[("plumb_gpu_clock_event_active", "gpu_idle")] == 0.0
+    assert sick[("plumb_gpu_ecc_corrected_volatile_total", "")] == 9.0
+    assert sick[("plumb_gpu_nvlink_crc_flit_errors_total", "")] == 40.0
+    gpu = aggregator.json("/v1/nodes/sick")["sensors"]["gpus"][3]
+    assert gpu["clock_event_reasons"] == ["hw_slowdown", "hw_power_brake_slowdown"]
+    assert gpu["pcie_replay_count"] == 174
+    # Readings, not facts: no history row, no finding (the alert rules judge them).
+    assert aggregator.json("/v1/nodes/sick/history") == []
+    assert aggregator.json("/v1/drift", node="sick") == findings

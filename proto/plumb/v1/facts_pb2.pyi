@@ -299,7 +299,7 @@ class NodeFacts(_message.Message):
     def __init__(self, host: _Optional[_Union[HostFacts, _Mapping]] = ..., driver: _Optional[_Union[DriverFacts, _Mapping]] = ..., cuda: _Optional[_Union[CudaFacts, _Mapping]] = ..., nccl: _Optional[_Union[NcclFacts, _Mapping]] = ..., gpus: _Optional[_Iterable[_Union[GpuFacts, _Mapping]]] = ...) -> None: ...
 
 class GpuSensors(_message.Message):
-    __slots__ = ("index", "temperature_celsius", "power_draw_milliwatts", "sm_clock_mhz", "memory_clock_mhz", "gpu_utilization_percent", "memory_utilization_percent", "memory_used_bytes")
+    __slots__ = ("index", "temperature_celsius", "power_draw_milliwatts", "sm_clock_mhz", "memory_clock_mhz", "gpu_utilization_percent", "memory_utilization_percent", "memory_used_bytes", "clock_event_reasons", "ecc_corrected_volatile", "ecc_corrected_aggregate", "pcie_replay_count", "nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_crc_flit_errors")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_CELSIUS_FIELD_NUMBER: _ClassVar[int]
     POWER_DRAW_MILLIWATTS_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +308,13 @@ class GpuSensors(_message.Message):
     GPU_UTILIZATION_PERCENT_FIELD_NUMBER: _ClassVar[int]
     MEMORY_UTILIZATION_PERCENT_FIELD_NUMBER: _ClassVar[int]
     MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_EVENT_REASONS_FIELD_NUMBER: _ClassVar[int]
+    ECC_CORRECTED_VOLATILE_FIELD_NUMBER: _ClassVar[int]
+    ECC_CORRECTED_AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    PCIE_REPLAY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_REPLAY_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_RECOVERY_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_CRC_FLIT_ERRORS_FIELD_NUMBER: _ClassVar[int]
     index: int
     temperature_celsius: int
     power_draw_milliwatts: int
@@ -316,7 +323,14 @@ class GpuSensors(_message.Message):
     gpu_utilization_percent: int
     memory_utilization_percent: int
     memory_used_bytes: int
-    def __init__(self, index: _Optional[int] = ..., temperature_celsius: _Optional[int] = ..., power_draw_milliwatts: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., memory_clock_mhz: _Optional[int] = ..., gpu_utilization_percent: _Optional[int] = ..., memory_utilization_percent: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ...) -> None: ...
+    clock_event_reasons: int
+    ecc_corrected_volatile: int
+    ecc_corrected_aggregate: int
+    pcie_replay_count: int
+    nvlink_replay_errors: int
+    nvlink_recovery_errors: int
+    nvlink_crc_flit_errors: int
+    def __init__(self, index: _Optional[int] = ..., temperature_celsius: _Optional[int] = ..., power_draw_milliwatts: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., memory_clock_mhz: _Optional[int] = ..., gpu_utilization_percent: _Optional[int] = ..., memory_utilization_percent: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., clock_event_reasons: _Optional[int] = ..., ecc_corrected_volatile: _Optional[int] = ..., ecc_corrected_aggregate: _Optional[int] = ..., pcie_replay_count: _Optional[int] = ..., nvlink_replay_errors: _Optional[int] = ..., nvlink_recovery_errors: _Optional[int] = ..., nvlink_crc_flit_errors: _Optional[int] = ...) -> None: ...
 
 class SensorReport(_message.Message):
     __slots__ = ("gpus",)

@@ -109,3 +109,97 @@ def test_stack_drift_fires_for_the_drifted_node_and_resolves(aggregator, start_a
         timeout=PROM_WAIT,
         what="PlumbMixedDriverVersions to resolve",
     )
+
+
+def test_gpu_health_fires_critical_for_an_xid_79_and_pages_once(
+    aggregator, start_agent, prometheus
+):
+    sick = start_agent(aggregator, "off-the-bus", "dgx-h100")
+    start_agent(aggregator, "steady", "dgx-h100")
+    for node in ("off-the-bus", "steady"):
+        until(
+            lambda node=node: connected_in_prometheus(prometheus, node),
+            timeout=PROM_WAIT,
+            what=f"node {node} in Prometheus",
+        )
+    rules_have_seen(prometheus, 2)
+    assert not prometheus.alerts("PlumbGpuHealth")
+
+    # The profile schedules XID 79 ("GPU has fallen off the bus") on GPU 3 one second after
+    # the node started, which is past: the fake NVML delivers it at once.
+    sick.edit(lambda spec: spec.update(xids=[{"gpu": 3, "code": 79, "after_s": 1}]))
+
+    finding = until(
+        lambda: next(
+            (
+                f
+                for f in aggregator.json("/v1/drift", node="off-the-bus")
+                if f["component"] == "gpu3/xid-79"
+            ),
+            None,
+        ),
+        what="the XID 79 finding",
+    )
+    assert (finding["kind"], finding["severity"]) == ("health", "critical")
+    (alert,) = until(
+        lambda: prometheus.alerts("PlumbGpuHealth", node="off-the-bus"),
+        timeout=PROM_WAIT,
+        what="PlumbGpuHealth firing for node off-the-bus",
+    )
+    assert alert["labels"]["component"] == "gpu3/xid-79"
+    assert alert["labels"]["kind"] == "health"
+    assert alert["labels"]["severity"] == "critical"
+    assert alert["annotations"]["summary"] == "GPU health problem on off-the-bus: gpu3/xid-79"
+    assert alert["annotations"]["runbook_url"].endswith("docs/runbooks.md#plumbgpuhealth")
+    # One broken GPU pages once: the stack-drift alerts leave health findings to this one.
+    assert not prometheus.alerts("PlumbStackDrift", node="off-the-bus")
+    assert not prometheus.alerts("PlumbGpuHealth", node="steady")
+
+
+def test_gpu_sensor_alerts_fire_on_a_power_brake_and_an_nvlink_recovery(
+    aggregator, start_agent, prometheus
+):
+    braked = start_agent(aggregator, "braked", "dgx-h100", "--sensor-interval", "0.2")
+    until(
+        lambda: prometheus.query('plumb_gpu_clock_event_active{node="braked"}'),
+        timeout=PROM_WAIT,
+        what="braked's clock events in Prometheus",
+    )
+    rules_have_seen(prometheus, 1)
+    # At rest (dgx-h100.yaml: idle, no errors) nothing fires.
+    assert not prometheus.alerts("PlumbGpuClocksSlowedDown")
+    assert not prometheus.alerts("PlumbGpuNvlinkErrors")
+
+    braked.edit(
+        lambda spec: (
+            spec["gpus"]
+            .setdefault("overrides", {})
+            .update(
+                {
+                    3: {
+                        "sensors": {"clock_event_reasons": ["hw_power_brake_slowdown"]},
+                        "nvlink": {
+                            "links_total": 18,
+                            "links_up": 18,
+                            "link_errors": {4: {"recovery": 1}},
+                        },
+                    }
+                }
+            )
+        )
+    )
+    (slowed,) = until(
+        lambda: prometheus.alerts("PlumbGpuClocksSlowedDown", node="braked"),
+        timeout=PROM_WAIT,
+        what="PlumbGpuClocksSlowedDown firing for braked's GPU 3",
+    )
+    assert slowed["labels"]["gpu"] == "3"
+    assert slowed["labels"]["reason"] == "hw_power_brake_slowdown"
+    assert slowed["labels"]["UUID"].startswith("GPU-")  # joins dcgm-exporter's series
+    (nvlink,) = until(
+        lambda: prometheus.alerts("PlumbGpuNvlinkErrors", node="braked"),
+        timeout=PROM_WAIT,
+        what="PlumbGpuNvlinkErrors firing for braked's GPU 3",
+    )
+    assert nvlink["labels"]["gpu"] == "3"
+    assert nvlink["annotations"]["runbook_url"].endswith("#plumbgpunvlinkerrors")

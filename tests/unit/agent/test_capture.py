@@ -421,3 +421,55 @@ def test_a_replayed_mock_nvml_config_reads_its_current_sensors(tmp_path):
     assert (gpu.temperature_celsius, gpu.power_draw_watts) == (34, 95.0)
     assert (gpu.sm_clock_mhz, gpu.memory_clock_mhz) == (345, 1593)
     assert (gpu.gpu_utilization_ratio, gpu.memory_utilization_ratio) == (0.0, 0.0)
+
+
+def test_a_replayed_capture_reads_its_error_counters_and_clock_events(tmp_path):
+    h100 = sensors.read(Simulation(str(REAL / "qx-h100.xml"), "h", tmp_path / "h").sources())
+    # qx-h100.xml: <pci><replay_counter> 150 on GPU 0 (00000000:53:00.0), 106 on GPU 7
+    # (00000000:CA:00.0); every <ecc_errors> correctable count 0; of <clocks_event_reasons>
+    # only clocks_event_reason_gpu_idle is Active. nvidia-smi -q lists no NVLink counters.
+    assert (h100[0].pcie_replay_count, h100[7].pcie_replay_count) == (150, 106)
+    assert (h100[0].ecc_corrected_volatile, h100[0].ecc_corrected_aggregate) == (0, 0)
+    assert h100[0].to_json()["clock_event_reasons"] == ["gpu_idle"]
+    assert h100[0].nvlink_crc_flit_errors is None
+    # telegraf_a100-sxm4-v12.xml: every clocks_event_reason_* is Not Active.
+    a100 = Simulation(str(REAL / "telegraf_a100-sxm4-v12.xml"), "a", tmp_path / "a")
+    assert sensors.read(a100.sources())[0].clock_event_reasons == 0
+    # telegraf_a10g.xml (layout v11): <clocks_throttle_reasons>, gpu_idle Active.
+    a10g = Simulation(str(REAL / "telegraf_a10g.xml"), "g", tmp_path / "g")
+    assert sensors.read(a10g.sources())[0].to_json()["clock_event_reasons"] == ["gpu_idle"]
+
+
+def test_correctable_ecc_is_every_correctable_location_summed(tmp_path):
+    text = (REAL / "qx-l40s.xml").read_text()
+    volatile, aggregate = text.split("<volatile>", 1)[1].split("<aggregate>", 1)
+    volatile = volatile.replace(
+        "<sram_correctable>0</sram_correctable>", "<sram_correctable>3</sram_correctable>"
+    ).replace("<dram_correctable>0</dram_correctable>", "<dram_correctable>4</dram_correctable>")
+    aggregate = aggregate.replace(
+        "<dram_correctable>0</dram_correctable>", "<dram_correctable>41</dram_correctable>", 1
+    )
+    edited = text.split("<volatile>", 1)[0] + "<volatile>" + volatile + "<aggregate>" + aggregate
+    edited = edited.replace(
+        "<clocks_event_reason_hw_slowdown>Not Active</clocks_event_reason_hw_slowdown>",
+        "<clocks_event_reason_hw_slowdown>Active</clocks_event_reason_hw_slowdown>",
+    )
+    path = tmp_path / "l40s.xml"
+    path.write_text(edited)
+    (gpu,) = sensors.read(Simulation(str(path), "real-0", tmp_path / "work").sources())
+    assert (gpu.ecc_corrected_volatile, gpu.ecc_corrected_aggregate) == (3 + 4, 41)
+    assert gpu.to_json()["clock_event_reasons"] == ["gpu_idle", "hw_slowdown"]
+    # The uncorrectable ones, facts, are untouched: still 0.
+    facts = collect_all(Simulation(str(path), "real-1", tmp_path / "w1").sources())
+    assert facts["gpus[0].ecc_uncorrected_volatile"].value == 0
+
+
+def test_a_replayed_mock_nvml_config_reads_its_counters(tmp_path):
+    sim = Simulation(str(REAL / "mock-nvml-config-h100.yaml"), "real-0", tmp_path / "work")
+    gpu = sensors.read(sim.sources())[0]
+    # mock-nvml-config-h100.yaml: pcie.replay_counter 0; ecc single_bit totals 0;
+    # clocks_throttle_reasons: gpu_idle true, the rest false; no NVLink error counters.
+    assert gpu.pcie_replay_count == 0
+    assert (gpu.ecc_corrected_volatile, gpu.ecc_corrected_aggregate) == (0, 0)
+    assert gpu.to_json()["clock_event_reasons"] == ["gpu_idle"]
+    assert (gpu.nvlink_replay_errors, gpu.nvlink_recovery_errors) == (None, None)

@@ -4,17 +4,19 @@ never part of the facts the stream diffs."""
 from __future__ import annotations
 
 import pynvml
+import pytest
 
 from plumb import facts as wire
 from plumb.agent.collect import collect_all, sensors
-from plumb.sensors import GpuSensors, from_proto, to_proto
+from plumb.sensors import CLOCK_EVENT_REASONS, GpuSensors, SensorsError, from_proto, to_proto
 
 
 def test_a_simulated_gpu_reads_its_profiles_resting_values(simulate):
     readings = sensors.read(simulate("dgx-h100").sources())
     assert len(readings) == 8
-    # dgx-h100.yaml: temperature_celsius 33; the rest are GpuSensorSpec's idle defaults, and
-    # FakeNvml's 512 MiB of driver reservations.
+    # dgx-h100.yaml: temperature_celsius 33, ECC on, 18 NVLinks; the rest are the profile
+    # schema's idle defaults (gpu_idle, no errors), and FakeNvml's 512 MiB of driver
+    # reservations.
     assert readings[7] == GpuSensors(
         index=7,
         temperature_celsius=33,
@@ -24,6 +26,13 @@ def test_a_simulated_gpu_reads_its_profiles_resting_values(simulate):
         gpu_utilization_ratio=0.0,
         memory_utilization_ratio=0.0,
         memory_used_bytes=512 * 1024 * 1024,
+        clock_event_reasons=pynvml.nvmlClocksEventReasonGpuIdle,
+        ecc_corrected_volatile=0,
+        ecc_corrected_aggregate=0,
+        pcie_replay_count=0,
+        nvlink_replay_errors=0,
+        nvlink_recovery_errors=0,
+        nvlink_crc_flit_errors=0,
     )
 
 
@@ -73,3 +82,76 @@ def test_the_fake_refuses_a_clock_nvml_does_not_know(simulate):
     else:
         raise AssertionError("NVML_CLOCK_VIDEO should be an invalid argument")
     nvml.nvmlShutdown()
+
+
+def test_clock_event_reasons_are_nvmls_bits():
+    assert CLOCK_EVENT_REASONS == {
+        "gpu_idle": pynvml.nvmlClocksEventReasonGpuIdle,
+        "sw_power_cap": pynvml.nvmlClocksEventReasonSwPowerCap,
+        "hw_slowdown": pynvml.nvmlClocksEventReasonHwSlowdown,
+        "sync_boost": pynvml.nvmlClocksEventReasonSyncBoost,
+        "sw_thermal_slowdown": pynvml.nvmlClocksEventReasonSwThermalSlowdown,
+        "hw_thermal_slowdown": pynvml.nvmlClocksEventReasonHwThermalSlowdown,
+        "hw_power_brake_slowdown": pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown,
+    }
+
+
+def test_error_counters_and_clock_events_come_from_the_profile(profile_copy, simulate):
+    def edit(data):
+        gpu = data["gpus"]["template"]
+        gpu["ecc"] = {"enabled": True, "corrected_volatile": 12, "corrected_aggregate": 3400}
+        gpu["pcie"]["replay_count"] = 150
+        gpu["sensors"] = {"clock_event_reasons": ["sw_power_cap", "hw_slowdown"]}
+        data["gpus"]["overrides"] = {
+            3: {
+                "nvlink": {
+                    "links_total": 18,
+                    "links_up": 18,
+                    "link_errors": {
+                        0: {"crc_flit": 5, "replay": 1},
+                        17: {"crc_flit": 2, "recovery": 1},
+                    },
+                }
+            }
+        }
+
+    readings = sensors.read(simulate(str(profile_copy("dgx-h100", edit))).sources())
+    gpu3 = readings[3]
+    assert gpu3.clock_event_reasons == 0x4 | 0x8  # nvml.h: SwPowerCap, HwSlowdown
+    assert (gpu3.ecc_corrected_volatile, gpu3.ecc_corrected_aggregate) == (12, 3400)
+    assert gpu3.pcie_replay_count == 150
+    # Summed over the links: 5 + 2 CRC flit errors, 1 replay on link 0, 1 recovery on 17.
+    assert (gpu3.nvlink_crc_flit_errors, gpu3.nvlink_replay_errors) == (7, 1)
+    assert gpu3.nvlink_recovery_errors == 1
+    assert readings[0].nvlink_crc_flit_errors == 0
+    assert gpu3.to_json()["clock_event_reasons"] == ["sw_power_cap", "hw_slowdown"]
+
+
+def test_a_gpu_without_nvlink_or_ecc_has_no_such_readings(simulate):
+    (gpu,) = sensors.read(simulate("rtx-4090").sources())  # rtx-4090.yaml: no ECC, no NVLink
+    assert gpu.ecc_corrected_volatile is None and gpu.ecc_corrected_aggregate is None
+    assert gpu.nvlink_replay_errors is None and gpu.nvlink_crc_flit_errors is None
+    assert gpu.pcie_replay_count == 0
+    assert gpu.clock_event_reasons == pynvml.nvmlClocksEventReasonGpuIdle
+
+
+def test_a_driver_without_clocks_event_reasons_is_read_by_the_older_name(profile_copy, simulate):
+    def edit(data):
+        data["gpus"]["template"]["errors"] = {
+            "nvmlDeviceGetCurrentClocksEventReasons": "FUNCTION_NOT_FOUND"
+        }
+        data["gpus"]["template"]["sensors"] = {"clock_event_reasons": ["hw_power_brake_slowdown"]}
+
+    readings = sensors.read(simulate(str(profile_copy("l4", edit))).sources())
+    assert readings[0].clock_event_reasons == pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown
+
+
+def test_counters_survive_the_wire_and_absurd_ones_are_refused():
+    gpu = GpuSensors(
+        0, clock_event_reasons=0x1 | 0x400, pcie_replay_count=174, nvlink_crc_flit_errors=10**12
+    )
+    message = to_proto([gpu])
+    assert from_proto(type(message).FromString(message.SerializeToString())) == (gpu,)
+    message.gpus[0].ecc_corrected_volatile = 2**60
+    with pytest.raises(SensorsError, match=r"gpus\[0\]\.ecc_corrected_volatile"):
+        from_proto(message)

@@ -17,6 +17,7 @@ FACTS = {
     "gpus[0].uuid": wire.Reading.ok("GPU-6d0c0f7e-3f1b-4d47-9c43-4d6b4f0d2a11"),
     "gpus[0].name": wire.Reading.ok("NVIDIA H100 80GB HBM3"),
     "gpus[0].pci_bus_id": wire.Reading.ok("00000000:18:00.0"),
+    "gpus[0].power_limit_watts": wire.Reading.ok(700.0),
 }
 AT = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)  # 1796126400 s after the epoch
 LABELS = (
@@ -43,7 +44,8 @@ def test_each_reading_is_a_gauge_labelled_as_dcgm_exporter_labels_it():
         ),
     )
     text = SensorSeries(state, Membership("r1", tailing=False)).render().decode()
-    # Memory clock and memory utilisation were not read: no sample, only the family.
+    # Memory clock, memory utilisation, clock events and the error counters were not read:
+    # no sample, only the family.
     assert text == (
         "# HELP plumb_gpu_temperature_celsius GPU temperature.\n"
         "# TYPE plumb_gpu_temperature_celsius gauge\n"
@@ -51,6 +53,10 @@ def test_each_reading_is_a_gauge_labelled_as_dcgm_exporter_labels_it():
         "# HELP plumb_gpu_power_draw_watts GPU power draw.\n"
         "# TYPE plumb_gpu_power_draw_watts gauge\n"
         f"plumb_gpu_power_draw_watts{{{LABELS}}} 71.25\n"
+        "# HELP plumb_gpu_power_limit_watts GPU power management limit (a fact, beside the "
+        "draw for draw / limit).\n"
+        "# TYPE plumb_gpu_power_limit_watts gauge\n"
+        f"plumb_gpu_power_limit_watts{{{LABELS}}} 700.0\n"
         "# HELP plumb_gpu_sm_clock_mhz Current SM clock of the GPU.\n"
         "# TYPE plumb_gpu_sm_clock_mhz gauge\n"
         f"plumb_gpu_sm_clock_mhz{{{LABELS}}} 1980.0\n"
@@ -66,7 +72,48 @@ def test_each_reading_is_a_gauge_labelled_as_dcgm_exporter_labels_it():
         "# HELP plumb_gpu_memory_used_bytes GPU memory in use.\n"
         "# TYPE plumb_gpu_memory_used_bytes gauge\n"
         f"plumb_gpu_memory_used_bytes{{{LABELS}}} 5.36870912e+08\n"
-        "# HELP plumb_node_sensors_timestamp_seconds When the aggregator received the node's "
+        + "".join(
+            f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
+            for name, doc, kind in (
+                (
+                    "plumb_gpu_clock_event_active",
+                    "1 while this reason holds the GPU's clocks below their maximum (NVML "
+                    "clock events).",
+                    "gauge",
+                ),
+                (
+                    "plumb_gpu_ecc_corrected_volatile_total",
+                    "Corrected (single-bit) ECC errors since the driver loaded.",
+                    "counter",
+                ),
+                (
+                    "plumb_gpu_ecc_corrected_aggregate_total",
+                    "Corrected (single-bit) ECC errors over the GPU's life.",
+                    "counter",
+                ),
+                (
+                    "plumb_gpu_pcie_replays_total",
+                    "PCIe replays (retransmissions) of the GPU's link.",
+                    "counter",
+                ),
+                (
+                    "plumb_gpu_nvlink_replay_errors_total",
+                    "NVLink data-link replay errors, summed over the GPU's links.",
+                    "counter",
+                ),
+                (
+                    "plumb_gpu_nvlink_recovery_errors_total",
+                    "NVLink data-link recovery errors, summed over the GPU's links.",
+                    "counter",
+                ),
+                (
+                    "plumb_gpu_nvlink_crc_flit_errors_total",
+                    "NVLink data-link CRC flit errors, summed over the GPU's links.",
+                    "counter",
+                ),
+            )
+        )
+        + "# HELP plumb_node_sensors_timestamp_seconds When the aggregator received the node's "
         "latest sensor readings.\n"
         "# TYPE plumb_node_sensors_timestamp_seconds gauge\n"
         'plumb_node_sensors_timestamp_seconds{node="n1"} 1.7961264e+09\n'
@@ -85,3 +132,40 @@ def test_a_new_report_shows_at_once_and_a_gone_one_drops_its_series():
     assert f"plumb_gpu_temperature_celsius{{{LABELS}}} 42.0\n" in series.render().decode()
     node.sensors = None  # the stream ended (Intake.disconnected)
     assert "{" not in series.render().decode()
+
+
+def test_clock_events_are_a_gauge_per_reason_and_counters_are_totals():
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = FACTS
+    node.sensors = Sensors(
+        AT,
+        (
+            GpuSensors(
+                index=0,
+                clock_event_reasons=0x4 | 0x80 | 0x400,  # SwPowerCap, HwPowerBrake, a newer bit
+                pcie_replay_count=150,
+                ecc_corrected_aggregate=3400,
+                nvlink_crc_flit_errors=7,
+            ),
+        ),
+    )
+    text = SensorSeries(state, Membership("r1", tailing=False)).render().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    active = {s.labels["reason"]: s.value for s in families["plumb_gpu_clock_event_active"].samples}
+    # 0x400 is no reason Plumb exports; the seven it does are each 0 or 1.
+    assert active == {
+        "gpu_idle": 0.0,
+        "sw_power_cap": 1.0,
+        "hw_slowdown": 0.0,
+        "sync_boost": 0.0,
+        "sw_thermal_slowdown": 0.0,
+        "hw_thermal_slowdown": 0.0,
+        "hw_power_brake_slowdown": 1.0,
+    }
+    assert f'plumb_gpu_clock_event_active{{{LABELS},reason="sw_power_cap"}} 1.0\n' in text
+    assert f"plumb_gpu_pcie_replays_total{{{LABELS}}} 150.0\n" in text
+    assert f"plumb_gpu_ecc_corrected_aggregate_total{{{LABELS}}} 3400.0\n" in text
+    assert f"plumb_gpu_nvlink_crc_flit_errors_total{{{LABELS}}} 7.0\n" in text
+    assert families["plumb_gpu_pcie_replays"].type == "counter"  # the parser drops _total
+    assert [s.value for s in families["plumb_gpu_pcie_replays"].samples] == [150.0]

@@ -32,6 +32,7 @@ PAGES = {("GET", "/"), ("GET", "/nodes/{name}")}
 ADMIN_ONLY = {
     ("POST", "/v1/validations"),
     ("POST", "/v1/nodes/{name}/baseline"),
+    ("POST", "/v1/nodes/{name}/uncordon"),
     ("POST", "/v1/benchmarks"),
     ("DELETE", "/v1/nodes/{name}"),
 }
@@ -109,3 +110,13 @@ async def test_exactly_the_state_changing_routes_need_admin(app):
         admin = await _call(app, method, path, ADMIN)
         assert admin.status_code not in (401, 403), (method, path, admin.text)
     assert needs_admin == ADMIN_ONLY
+
+
+async def test_uncordon_without_a_kubernetes_side_says_so_in_the_error_shape(app):
+    resp = await _call(app, "POST", "/v1/nodes/{name}/uncordon", ADMIN)
+    assert resp.status_code == 503
+    assert resp.json() == {
+        "code": "unavailable",
+        "message": "this aggregator has no Kubernetes side, so it cordons nothing",
+        "hint": "run it in the cluster, or give it PLUMB_AUTH__KUBECONFIG",
+    }

@@ -113,3 +113,17 @@ def test_watch_view_puts_down_then_the_most_drifted_nodes_first(api: FakeApi) ->
         console.print(renderable)
     text = console.export_text()
     assert text.index("node-c") < text.index("node-b") < text.index("node-a")
+
+
+def test_on_a_terminal_what_opened_a_finding_shows_in_its_severity_s_colour(api: FakeApi) -> None:
+    detail = API["/v1/nodes/node-b"]
+    sheets = render.node_tables(detail, API["/v1/nodes/node-b/drift"], [])
+    health = next(s for s in sheets if isinstance(s, render.Sheet) and "GPU health" in s.title)
+    gpu3, gpu5 = health.rows[3], health.rows[5]
+    assert gpu3[-2:] == ["[bold red]79 ×1 (30s ago)[/]", "[bold red]critical[/]: xid-79"]
+    assert gpu5[4] == "[yellow]1/0[/]"  # REMAPPED PENDING/FAILED
+    assert gpu5[-1] == "[yellow]warning[/]: remap-pending, xid-63"
+    assert health.rows[0][4] == "0/0" and health.rows[0][-2:] == ["-", "-"]
+    console = Console(width=300, record=True, file=io.StringIO(), force_terminal=True)
+    console.print(health)
+    assert "\x1b[1;31m79 ×1 (30s ago)" in console.export_text(styles=True)

@@ -228,17 +228,17 @@ def test_drift_bad_since_names_both_forms(api: FakeApi) -> None:
 
 
 def test_drift_include_closed_and_since_go_to_the_server_and_show_closed(api: FakeApi) -> None:
-    closed = copy.deepcopy(API["/v1/drift"][0])
+    by_component = {f["component"]: f for f in API["/v1/drift"]}
+    closed = copy.deepcopy(by_component["driver"])
     closed.update(closed_at="2026-07-01T02:59:00Z")
-    older = copy.deepcopy(API["/v1/drift"][1])
+    older = copy.deepcopy(by_component["driver.driver_version"])
     older.update(opened_at="2026-06-29T08:15:00Z", closed_at="2026-06-30T09:00:00Z")
     api.answers["/v1/drift"] = [closed, older]
     text = run("drift", "--include-closed", "--since", "2026-06-28T00:00:00Z")  # none open: 0
     assert api.calls == [
         ("/v1/drift", {"include_closed": "true", "since": "2026-06-28T00:00:00+00:00"})
     ]
-    fix1 = API["/v1/drift"][0]["remediation"]
-    fix2 = API["/v1/drift"][1]["remediation"]
+    fix1, fix2 = closed["remediation"], older["remediation"]
     assert text.splitlines() == [
         "2 drift findings, 0 open",
         "NODE     SEVERITY   KIND       COMPONENT               EXPECTED → OBSERVED      "

@@ -28,6 +28,7 @@ ALL_ON: dict[str, Any] = {
         "database": {"postgres": {"existingSecret": "plumb-db", "secretKey": "url"}},
         "validationNamespace": "plumb-validation",
         "nodeWrites": True,
+        "cordon": {"enabled": True, "maxCordonedFraction": 0.2},
         "podAnnotations": {"example.com/team": "gpu"},
     },
     "agent": {"runtimeClassName": "nvidia", "priorityClassName": "system-node-critical"},

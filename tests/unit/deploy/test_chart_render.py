@@ -430,6 +430,21 @@ def test_aggregator_may_patch_nodes_only_with_node_writes(render, find_object):
     }
     written = cluster_grants(render({"aggregator": {"nodeWrites": True}}), find_object)
     assert written - granted == {("", "nodes", "patch"), ("", "nodes/status", "patch")}
+    cordons = cluster_grants(render({"aggregator": {"cordon": {"enabled": True}}}), find_object)
+    assert cordons - granted == {("", "nodes", "patch")}
+
+
+def test_cordons_are_off_by_default_and_the_chart_passes_them_on(render, find_object):
+    def env(values=None):
+        (container,) = pod_of(render(values), "Deployment", find_object)["spec"]["containers"]
+        return {e["name"]: e.get("value") for e in container["env"]}
+
+    assert env()["PLUMB_REMEDIATION__CORDON"] == "false"
+    on = env({"aggregator": {"cordon": {"enabled": True, "maxCordonedFraction": 0.25}}})
+    assert (on["PLUMB_REMEDIATION__CORDON"], on["PLUMB_REMEDIATION__MAX_CORDONED_FRACTION"]) == (
+        "true",
+        "0.25",
+    )
 
 
 def pod_of(objects: list[dict[str, Any]], kind: str, find_object) -> dict[str, Any]:

@@ -48,6 +48,9 @@ def test_readings_arrive_in_the_units_they_are_exported_in():
     [
         ([gpu(0, temperature_celsius=201)], "gpus[0].temperature_celsius: 201 is beyond 200"),
         ([gpu(0, gpu_utilization_percent=101)], "gpus[0].gpu_utilization_percent: 101"),
+        # NVML's PCIe replay counter is an unsigned int; 2**53 is where a float sample rounds.
+        ([gpu(0, pcie_replay_count=(1 << 32) + 1)], "gpus[0].pcie_replay_count: 4294967297"),
+        ([gpu(0, nvlink_crc_flit_errors=(1 << 53) + 1)], "gpus[0].nvlink_crc_flit_errors"),
         ([gpu(0), gpu(0)], "gpus[1].index: GPU 0 is reported twice"),
         ([gpu(4)], "gpus[0].index is 4, beyond the 4 GPUs"),
         ([gpu(i) for i in range(5)], "5 GPUs is more than the 4"),

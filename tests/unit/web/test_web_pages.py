@@ -44,6 +44,32 @@ def test_the_node_page_shows_gpus_findings_and_a_timeline() -> None:
     assert 'data-fragment="/ui/nodes/node-b"' in html
 
 
+def test_the_node_page_marks_the_xids_and_counters_that_opened_a_finding() -> None:
+    detail = API["/v1/nodes/node-b"]
+    html = node_page(detail, API["/v1/nodes/node-b/drift"], API["/v1/nodes/node-b/history"], NOW)
+    assert "<h2>GPU health <small>2 of 8 with open findings</small></h2>" in html
+    # GPU 3 fell off the bus 30 s before NOW; its sensors no longer read.
+    assert (
+        '<span class="marked critical" title="gpu3/xid-79: XID 79: GPU has fallen off the bus">'
+        "79 ×1 (30s ago)</span>"
+    ) in html
+    assert '<tr data-gpu="3"><td>3</td><td>1</td>' in html
+    # GPU 5: a row marked for remapping (XID 63) and one remap pending, both warnings.
+    assert '<td class="marked warning" title="gpu5/remap-pending: 1">1/0</td>' in html
+    assert '<span class="marked warning" title="gpu5/xid-63: XID 63: ECC page' in html
+    assert html.count('class="marked ') == 3
+    assert '<tr data-gpu="0"><td>0</td><td>0</td><td>0/0</td><td>0</td><td>0/0</td>' in html
+    assert '<td>33</td><td>71</td><td>0</td><td class="xids">-</td></tr>' in html
+
+
+def test_a_finding_in_a_tooltip_is_escaped() -> None:
+    detail = API["/v1/nodes/node-b"]
+    finding = dict(API["/v1/nodes/node-b/drift"][0], observed='XID 79: <img src=x>"')
+    html = node_page(detail, [finding], [], NOW)
+    assert 'title="gpu3/xid-79: XID 79: &lt;img src=x&gt;&quot;"' in html
+    assert "<img src=x>" not in html
+
+
 def test_the_header_names_the_signed_in_account_escaped_with_its_log_out_form() -> None:
     account = Account('proxy:<img src=x onerror="alert(1)">', "read", csrf="c-s-r-f")
     html = fleet_page([], [], NOW, account=account)
