@@ -235,7 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         local = make_node(settings)
         if args.once:
-            facts = local.collect()
+            local.xids.start()  # the XID facts too, as the streaming agent reports them
+            try:
+                facts = local.collect()
+            finally:
+                local.xids.stop()
             json.dump({"node_name": local.name, "facts": tree.nest(facts)}, sys.stdout, indent=2)
             print()
             return 0
