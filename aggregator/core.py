@@ -171,7 +171,7 @@ class Core:
         """Undo Plumb's cordon of Node `name` for `actor`; its open findings count as seen, so
         Plumb cordons it again only for a new one. Conflict when Plumb did not cordon it."""
         if self._cluster is None:
-            raise Unavailable(
+            raise Conflict(
                 "this aggregator has no Kubernetes side, so it cordons nothing",
                 hint="run it in the cluster, or give it PLUMB_AUTH__KUBECONFIG",
             )

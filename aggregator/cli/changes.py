@@ -35,9 +35,11 @@ def changes(
     ] = None,
     output: OutputOpt = Output.table,
 ) -> None:
-    """What changed across the fleet: one line per fact transition on the nodes of a pool,
-    newest first, with the findings it opened or closed and the validations that followed.
-    The window is the 24 hours before --until (default now) unless --since says otherwise.
+    """What changed across the fleet, newest first.
+
+    One line per fact transition on the nodes of a pool, with the findings it opened or
+    closed and the validations that followed. The window is the 24 hours before --until
+    (default now) unless --since says otherwise.
 
     Exit codes: 0 ok, 2 bad option, 5 aggregator unreachable.
     """

@@ -21,8 +21,8 @@ from .conftest import DbAggregator, delta_msg, full_msg, hello_msg
 
 STREAMS = 20
 PATH = "driver.driver_version"
-# Changes per stream before the kill: enough that several of the writer's batches are in
-# flight (and some not yet written) when it lands.
+# Changes per stream before the kill (at least; and one of them stored): enough that several
+# of the writer's batches are in flight (and some not yet written) when it lands.
 CHANGES_BEFORE_KILL = 40
 
 
@@ -43,7 +43,10 @@ async def _stream(target: str, name: str, durable: dict[str, int], started: asyn
                 reply = await call.read()
                 assert reply.ack.seq == seq, reply
                 durable[name] = max(durable[name], reply.ack.durable_seq)
-                if seq == CHANGES_BEFORE_KILL:
+                # Kill only once this stream had an Ack naming a stored change, so the check
+                # below is never vacuous on a slow disk (a batch's commit can take longer
+                # than the 40 changes).
+                if seq >= CHANGES_BEFORE_KILL and durable[name] > 1:
                     started.set()
         except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
             return  # the aggregator died under us: what it called durable must be stored
