@@ -19,8 +19,6 @@ from plumb.aggregator.validation.orchestrator import Validator
 
 log = logging.getLogger(__name__)
 
-# Outcomes of a due slot, for plumb_validation_scheduled_total{phase, outcome}.
-OUTCOMES = ("started", "overlap", "busy", "no_nodes")
 # Re-check the clock at least this often, so a sleep never outlives a clock step for long.
 _MAX_SLEEP_S = 60.0
 
