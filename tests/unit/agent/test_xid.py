@@ -16,6 +16,7 @@ from pathlib import Path
 import pynvml
 import pytest
 import yaml
+from timeouts import scaled
 
 from plumb.agent.collect import collect_all
 from plumb.agent.collect.xid import MAX_CODES, KmsgXid, XidLog, XidWatcher, bus_key, parse_kmsg
@@ -103,8 +104,8 @@ def test_a_log_that_never_started_gives_no_facts_and_one_without_a_source_says_w
 
 
 def wait_for(check: Callable[[], object], timeout_s: float = 5.0) -> object:
-    """Poll `check` until it is truthy; fail at the deadline."""
-    deadline = time.monotonic() + timeout_s
+    """Poll `check` until it is truthy; fail at the (suite-scaled) deadline."""
+    deadline = time.monotonic() + scaled(timeout_s)
     while time.monotonic() < deadline:
         if result := check():
             return result
