@@ -22,6 +22,30 @@ import pytest
 from conftest import until
 from timeouts import scaled
 
+# What every test Chromium runs with: headless, no sandbox (root in CI), and nothing that
+# reaches beyond loopback on its own.
+HEADLESS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def chromium_binary() -> str:
+    """Debian's `chromium` on PATH; fails the test saying how to install it."""
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.fail(
+            "chromium not found on PATH: install Debian's `chromium` package "
+            "(apt-get install -y --no-install-recommends chromium); .ci/run does"
+        )
+    return binary
+
 
 class CdpError(Exception):
     """A DevTools command failed (during a navigation: the page's context went away)."""
@@ -31,12 +55,7 @@ class Browser:
     """One Chromium with one page; `evaluate` runs JavaScript in it."""
 
     def __init__(self, log: Path):
-        binary = shutil.which("chromium")
-        if binary is None:
-            pytest.fail(
-                "chromium not found on PATH: install Debian's `chromium` package "
-                "(apt-get install -y --no-install-recommends chromium); .ci/run does"
-            )
+        binary = chromium_binary()
         self._profile = tempfile.TemporaryDirectory()
         commands_in, self._commands = os.pipe()
         self._replies, replies_out = os.pipe()
@@ -48,14 +67,7 @@ class Browser:
         self.proc = subprocess.Popen(
             [
                 binary,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
+                *HEADLESS,
                 "--remote-debugging-pipe",
                 f"--user-data-dir={self._profile.name}",
                 "--window-size=1400,900",

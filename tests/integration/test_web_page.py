@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
-import pytest
+from cdp import HEADLESS, chromium_binary
 from conftest import Aggregator, until
 
 DRIFTED_DRIVER = "595.45.04"
@@ -24,24 +24,12 @@ DRIFTED_DRIVER = "595.45.04"
 
 def chromium(url: str, *mode: str, window: str = "1400,900") -> str:
     """Run headless Chromium on `url` once; stdout is the DOM with --dump-dom."""
-    binary = shutil.which("chromium")
-    if binary is None:
-        pytest.fail(
-            "chromium not found on PATH: install Debian's `chromium` package "
-            "(apt-get install -y --no-install-recommends chromium); .ci/run does"
-        )
+    binary = chromium_binary()
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
             [
                 binary,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
+                *HEADLESS,
                 f"--user-data-dir={profile}",
                 f"--window-size={window}",
                 "--virtual-time-budget=5000",  # enough for the script's first refreshes
