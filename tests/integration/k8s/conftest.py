@@ -18,12 +18,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TRANSIENT, free_port
+from conftest import TRANSIENT, Aggregator, free_port
 from conftest import until as _until
 from helm_fixture import helm_path
 from kubernetes import client, config
@@ -44,6 +45,39 @@ def until(check: Callable[[], object], timeout: float = 15.0, what: str = "condi
     return _until(
         check, timeout, what, transient=(*TRANSIENT, client.ApiException, IndexError, OSError)
     )
+
+
+@contextmanager
+def cluster_aggregators(
+    workdir: Path, kubeconfig: Path, namespace: str, env: dict[str, str]
+) -> Iterator[Callable[..., Aggregator]]:
+    """`start(replica, lease=replica, **env)`: a `plumb serve` on the test cluster with its
+    own SQLite file, competing for `lease`; every one started is stopped on exit."""
+    started: list[Aggregator] = []
+
+    def start(replica: str, lease: str | None = None, **extra: str) -> Aggregator:
+        (workdir / replica).mkdir()
+        agg = Aggregator(
+            workdir / replica,
+            extra_env={
+                "PLUMB_AUTH__KUBECONFIG": str(kubeconfig),
+                "PLUMB_NAMESPACE": namespace,
+                "PLUMB_REPLICA__NAME": replica,
+                "PLUMB_KUBERNETES__LEASE_NAME": lease or replica,
+                **env,
+                **extra,
+            },
+            start_timeout_s=START_TIMEOUT_S,  # a busy CI machine: imports alone take seconds
+        )
+        started.append(agg.start())
+        return agg
+
+    try:
+        yield start
+    finally:
+        for agg in started:
+            if agg.proc is not None and agg.proc.poll() is None:
+                agg.stop()
 
 
 def find_binaries() -> Path | None:

@@ -13,7 +13,7 @@ import pytest
 from conftest import BIN, Aggregator, scrape
 from kubernetes import client
 
-from .conftest import until
+from .conftest import cluster_aggregators, until
 
 NAMESPACE = "plumb-remediation"
 FAST = {
@@ -38,31 +38,14 @@ def namespace(api) -> str:
 @pytest.fixture
 def serve(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[..., Aggregator]]:
     """`plumb serve` on the test cluster as replica `name`, leading its own Lease."""
-    started: list[Aggregator] = []
+    with cluster_aggregators(tmp_path, kubeconfig, namespace, FAST) as start:
 
-    def start(name: str, **env: str) -> Aggregator:
-        workdir = tmp_path / name
-        workdir.mkdir()
-        agg = Aggregator(
-            workdir,
-            extra_env={
-                "PLUMB_AUTH__KUBECONFIG": str(kubeconfig),
-                "PLUMB_NAMESPACE": namespace,
-                "PLUMB_REPLICA__NAME": name,
-                "PLUMB_KUBERNETES__LEASE_NAME": name,
-                **FAST,
-                **env,
-            },
-            start_timeout_s=60,
-        )
-        started.append(agg.start())
-        until(lambda: agg.json("/readyz")["replica"]["leader"], what=f"{name} to lead")
-        return agg
+        def lead(name: str, **env: str) -> Aggregator:
+            agg = start(name, **env)
+            until(lambda: agg.json("/readyz")["replica"]["leader"], what=f"{name} to lead")
+            return agg
 
-    yield start
-    for agg in started:
-        if agg.proc is not None and agg.proc.poll() is None:
-            agg.stop()
+        yield lead
 
 
 def sicken(agg: Aggregator, agent) -> None:

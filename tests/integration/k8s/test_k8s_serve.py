@@ -13,7 +13,7 @@ import pytest
 from conftest import Aggregator, scrape
 from kubernetes import client
 
-from .conftest import until
+from .conftest import cluster_aggregators, until
 
 NAMESPACE = "plumb-serve"
 # Fast timings so failover and writes take seconds; the order is what settings require.
@@ -37,31 +37,9 @@ def namespace(api) -> str:
 
 @pytest.fixture
 def serve(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[..., Aggregator]]:
-    """Start `plumb serve` replicas on the test cluster, each with its own SQLite file."""
-    started: list[Aggregator] = []
-
-    def start(replica: str, lease: str, **env: str) -> Aggregator:
-        workdir = tmp_path / replica
-        workdir.mkdir()
-        agg = Aggregator(
-            workdir,
-            extra_env={
-                "PLUMB_AUTH__KUBECONFIG": str(kubeconfig),
-                "PLUMB_NAMESPACE": namespace,
-                "PLUMB_REPLICA__NAME": replica,
-                "PLUMB_KUBERNETES__LEASE_NAME": lease,
-                **FAST,
-                **env,
-            },
-            start_timeout_s=60,  # a busy CI machine: imports alone can take seconds
-        )
-        started.append(agg.start())
-        return agg
-
-    yield start
-    for agg in started:
-        if agg.proc is not None and agg.proc.poll() is None:
-            agg.stop()
+    """Start `plumb serve` replicas on the test cluster: `serve(replica, lease, **env)`."""
+    with cluster_aggregators(tmp_path, kubeconfig, namespace, FAST) as start:
+        yield start
 
 
 def fact(agg: Aggregator, node: str, path: str):
