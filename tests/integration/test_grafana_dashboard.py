@@ -57,6 +57,10 @@ def test_the_dashboard_is_well_formed() -> None:
                 assert target["expr"].count(selector) == target["expr"].count("plumb_"), target[
                     "expr"
                 ]
+    for note in dashboard["annotations"]["list"]:
+        assert note["datasource"]["uid"] == "${datasource}", note["name"]
+        for selector in ('cluster=~"$cluster"', 'job=~"$job"', 'node=~"$node"'):
+            assert note["expr"].count(selector) == note["expr"].count("plumb_"), note["expr"]
 
 
 def test_every_panel_query_returns_data_while_the_fleet_runs(
@@ -99,6 +103,18 @@ def test_every_panel_query_returns_data_while_the_fleet_runs(
             timeout=PROM_WAIT,
             what=f"data for panel {title!r}: {expr}",
         )
+
+    # The stack-change annotation marks the node whose driver moved, at its new version.
+    (note,) = dashboard["annotations"]["list"]
+    until(
+        lambda: any(
+            s["metric"].get("node") == "eks-h100-2"
+            and s["metric"].get("driver_version") == "595.45.04"
+            for s in prometheus.query(concrete(note["expr"]))
+        ),
+        timeout=PROM_WAIT,
+        what="the stack-change annotation for eks-h100-2's new driver",
+    )
 
 
 def aggregator_post(aggregator: Aggregator, path: str, body: dict) -> dict:
