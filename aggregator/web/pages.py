@@ -7,7 +7,7 @@ Every value from a node passes through `html.escape`: facts are whatever an agen
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
@@ -119,7 +119,9 @@ def _layout(
 """
 
 
-def _fleet_body(rows: list[dict], findings: list[dict], now: datetime) -> str:
+def _fleet_body(
+    rows: list[dict], findings: list[dict], changes: Sequence[dict] | str, now: datetime
+) -> str:
     rows = sorted(rows, key=severity_order)
     drifted = [r for r in rows if r.get("drifted")]
     connected = sum(1 for r in rows if r.get("connected"))
@@ -176,7 +178,31 @@ def _fleet_body(rows: list[dict], findings: list[dict], now: datetime) -> str:
 <h2>Open findings <small>critical and warning</small></h2>
 {_findings_list(urgent, with_node=True)}
 </section>
+<section>
+<h2>Changes <small>across the fleet, last 24 hours, newest first</small></h2>
+{_fleet_changes(changes)}
+</section>
 """
+
+
+def _fleet_changes(changes: Sequence[dict] | str) -> str:
+    """Change events (GET /v1/changes), or why they could not be read."""
+    if isinstance(changes, str):
+        return f'<p class="none">{e(changes)}</p>'
+    items = "".join(
+        f'<li class="event"><time datetime="{e(c["started_at"])}">'
+        f"{e(present.clock(c['started_at']))}</time><ul><li>{e(c['summary'])}"
+        + "".join(
+            f' <span class="badge {e(f["severity"])}">opened {e(f["component"])}</span>'
+            for f in c["opened"]
+        )
+        + "".join(f' <span class="badge ok">closed {e(f["component"])}</span>' for f in c["closed"])
+        + "</li></ul></li>"
+        for c in changes
+    )
+    if not items:
+        return '<p class="none">No fact changed.</p>'
+    return f'<ol class="timeline">{items}</ol>'
 
 
 def _pool_drift(members: list[dict]) -> str:
@@ -203,11 +229,13 @@ def fleet_page(
     findings: list[dict],
     now: datetime,
     *,
+    changes: Sequence[dict] | str = (),
     fragment: bool = False,
     account: Account | None = None,
 ) -> str:
-    """The fleet overview: summary cards, nodes (drifted first), pools, open findings."""
-    body = _fleet_body(rows, findings, now)
+    """The fleet overview: summary cards, nodes (drifted first), pools, open findings and
+    change events (or, as a string, why there are none to show)."""
+    body = _fleet_body(rows, findings, changes, now)
     return body if fragment else _layout("Fleet", body, "/ui/fleet", now, account)
 
 

@@ -9,7 +9,7 @@ static files and the sign-in are open: the sign-in form needs its stylesheet.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 from typing import Annotated, Literal
 
@@ -17,10 +17,16 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
 from plumb.aggregator.api.access import PageAccess, ReadAccess, identify, session_of
-from plumb.aggregator.api.models import ChangeOut, FindingOut, NodeDetailOut, NodeOut
+from plumb.aggregator.api.models import (
+    ChangeEventOut,
+    ChangeOut,
+    FindingOut,
+    NodeDetailOut,
+    NodeOut,
+)
 from plumb.aggregator.api.tokens import Caller
 from plumb.aggregator.core import Core
-from plumb.aggregator.errors import NotFound
+from plumb.aggregator.errors import NotFound, TooLarge, Unavailable
 from plumb.aggregator.web import login, pages
 
 router = APIRouter(include_in_schema=False)
@@ -28,6 +34,7 @@ router.include_router(login.router)
 
 _STATIC = {"style.css": "text/css", "app.js": "text/javascript"}
 _HISTORY_LIMIT = 50  # the timeline shows this many recent changes
+_FLEET_EVENTS = 10  # the fleet page shows this many recent change events
 
 
 def _core(request: Request) -> Core:
@@ -52,10 +59,20 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _fleet(core: Core, fragment: bool, account: pages.Account | None = None) -> str:
+async def _fleet(core: Core, fragment: bool, account: pages.Account | None = None) -> str:
+    now = _now()
     rows = [NodeOut.of(o).model_dump(mode="json") for o in core.overviews()]
     findings = [FindingOut.of(f).model_dump(mode="json") for f in core.open_findings()]
-    return pages.fleet_page(rows, findings, _now(), fragment=fragment, account=account)
+    try:
+        events = await core.changes(now - timedelta(hours=24), now)
+        changes: list[dict] | str = [
+            ChangeEventOut.of(c).model_dump(mode="json") for c in events[:_FLEET_EVENTS]
+        ]
+    except (TooLarge, Unavailable) as exc:
+        changes = f"{exc} ({exc.hint})"
+    return pages.fleet_page(
+        rows, findings, now, changes=changes, fragment=fragment, account=account
+    )
 
 
 async def _node(core: Core, name: str, fragment: bool, account: pages.Account | None = None) -> str:
@@ -72,13 +89,13 @@ async def _node(core: Core, name: str, fragment: bool, account: pages.Account | 
 @router.get("/", response_class=HTMLResponse, dependencies=[PageAccess])
 async def fleet(core: CoreDep, account: AccountDep) -> str:
     """The fleet overview."""
-    return _fleet(core, fragment=False, account=account)
+    return await _fleet(core, fragment=False, account=account)
 
 
 @router.get("/ui/fleet", response_class=HTMLResponse, dependencies=[ReadAccess])
 async def fleet_fragment(core: CoreDep) -> str:
     """The overview's `<main>` content, for the page's live refresh."""
-    return _fleet(core, fragment=True)
+    return await _fleet(core, fragment=True)
 
 
 @router.get("/nodes/{name}", response_class=HTMLResponse, dependencies=[PageAccess])

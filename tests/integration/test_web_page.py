@@ -105,7 +105,8 @@ def test_the_drifted_node_shows_as_drifted_and_first(
         what="a critical finding on eks-h100-2",
     )
 
-    page = parse(chromium(aggregator.url + "/", "--dump-dom"))
+    fleet_dom = chromium(aggregator.url + "/", "--dump-dom")
+    page = parse(fleet_dom)
     assert int(page.body.get("data-refreshed") or 0) >= 1, "the live refresh never ran"
     names = [r["data-node"] for r in page.rows]
     assert sorted(names) == sorted(agents)
@@ -115,6 +116,8 @@ def test_the_drifted_node_shows_as_drifted_and_first(
     assert "drifted" in first["text"] and DRIFTED_DRIVER in first["text"]
     for row in page.rows[1:]:
         assert row["data-drifted"] == "false" and "in line" in row["text"], row
+    # The fleet's change timeline: the driver move on one of the pool's three H100 nodes.
+    assert f"→ {DRIFTED_DRIVER} on 1 of 3 nodes" in fleet_dom
 
     node_dom = chromium(aggregator.url + "/nodes/eks-h100-2", "--dump-dom")
     assert 'data-drifted="true"' in node_dom

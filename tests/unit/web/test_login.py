@@ -30,6 +30,9 @@ class FakeCore:
     def open_findings(self, **_: object) -> list:
         return []
 
+    async def changes(self, *_: object, **__: object) -> list:
+        return []
+
     def node(self, name: str):
         raise NotFound(f"no node named {name!r}")
 

@@ -88,3 +88,24 @@ def test_the_sign_in_form_keeps_where_to_go_escaped_and_shows_its_error() -> Non
     assert '<p class="error" id="login-error" role="alert">That token is not known.</p>' in html
     assert 'type="password" id="token" name="token"' in html
     assert "login-error" not in login_page("/", NOW)
+
+
+def test_the_overview_shows_change_events_with_the_findings_they_opened() -> None:
+    finding = dict(API["/v1/drift"][0], component="driver", severity="critical")
+    event = {
+        "summary": "driver.driver_version 580.173.02 → 595.45.04 on 2 of 3 nodes of eks/h100",
+        "started_at": "2026-07-01T02:10:00Z",
+        "opened": [finding],
+        "closed": [],
+    }
+    html = fleet_page(API["/v1/nodes"], [], NOW, changes=[event])
+    assert "<h2>Changes <small>" in html
+    assert '<time datetime="2026-07-01T02:10:00Z">' in html
+    assert "580.173.02 → 595.45.04 on 2 of 3 nodes of eks/h100" in html
+    assert '<span class="badge critical">opened driver</span>' in html
+
+
+def test_the_overview_says_why_it_shows_no_changes() -> None:
+    html = fleet_page(API["/v1/nodes"], [], NOW, changes="the timeline needs the database")
+    assert '<p class="none">the timeline needs the database</p>' in html
+    assert '<p class="none">No fact changed.</p>' in fleet_page([], [], NOW)
