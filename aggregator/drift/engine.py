@@ -173,7 +173,8 @@ class DriftEngine:
                     expected=obs.expected,
                     observed=obs.observed,
                     severity=obs.severity,
-                    remediation=obs.remediation,
+                    # Texts name the node as {node}, so a command in them can be pasted.
+                    remediation=obs.remediation.replace("{node}", node),
                     recipe_hash=recipe_hash,
                     opened_at=now,
                 )

@@ -207,7 +207,7 @@ def test_the_baseline_remediation_names_the_command() -> None:
     from plumb.aggregator.recipes import load_catalog
 
     text = (Path(load_catalog().root) / "drift.yaml").read_text()
-    assert "plumb baseline accept NAME" in text and "POST /v1/nodes" not in text
+    assert "plumb baseline accept {node}" in text and "POST /v1/nodes" not in text
 
 
 # --- drift history -----------------------------------------------------------------------------

@@ -133,6 +133,8 @@ def test_a_baseline_change_opens_and_accepting_it_closes(engine):
     bumped = h100_facts(**{"host.kernel": "5.15.0-1070-aws"})
     evaluate(engine, bumped)
     assert ("baseline", "host.kernel", "warning") in kinds(engine)
+    (finding,) = [f for f in engine.open_findings() if f.kind == "baseline"]
+    assert "(`plumb baseline accept n1`)" in finding.remediation  # pasteable, the node named
     engine.accept_baseline("n1", bumped)
     result = evaluate(engine, bumped)
     assert [f.component for f in result.closed] == ["host.kernel"]
