@@ -84,7 +84,14 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
     assert run["progress"]["pending"] == 0
     # The Kubernetes checks (no client here: skipped) report once, under "(cluster)".
     kube = {c for (n, c) in results if n == "(cluster)"}
-    assert kube == {"gpu-scheduling", "gpu-health-monitor", "nodes-ready"}
+    assert kube == {
+        "gpu-scheduling",
+        "gpu-health-monitor",
+        "nodes-ready",
+        "secure-accelerator-access",
+        "gpu-operator-health",
+        "dra-support",
+    }
     assert {results[("(cluster)", c)]["status"] for c in kube} == {"skip"}
     assert run["progress"]["total"] == 2 * (len(run["checks"]) - len(kube)) + len(kube)
 

@@ -38,6 +38,10 @@ ALLOWED = [
     ("get", "pods", "", "plumb"),
     ("list", "daemonsets", "apps", None),
     ("list", "deployments", "apps", None),
+    # gpu-operator-health and dra-support read the operator's and DRA's objects.
+    ("list", "clusterpolicies", "nvidia.com", None),
+    ("list", "deviceclasses", "resource.k8s.io", None),
+    ("list", "resourceslices", "resource.k8s.io", None),
     ("get", "leases", "coordination.k8s.io", "plumb"),
     ("create", "leases", "coordination.k8s.io", "plumb"),
     ("update", "leases", "coordination.k8s.io", "plumb"),
@@ -66,6 +70,7 @@ DENIED = [
     ("create", "jobs", "batch", "default"),
     ("get", "configmaps", "", "kube-system"),
     ("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
+    ("create", "resourceclaims", "resource.k8s.io", "plumb"),
 ]
 
 

@@ -187,3 +187,89 @@ def test_gpu_health_monitor_wants_a_ready_dcgm_exporter(api, kube, make_node):
         apps.delete_namespaced_daemon_set(ds.metadata.name, NS, propagation_policy="Background")
         for p in core.list_namespaced_pod(NS, label_selector="app=nvidia-dcgm-exporter").items:
             core.delete_namespaced_pod(p.metadata.name, NS, grace_period_seconds=0)
+
+
+def play_kubelet_exiting(api: client.ApiClient, stop: threading.Event, exit_code: int) -> None:
+    """Every scheduled pod of a check's Job ends with `exit_code` (Succeeded on 0, else Failed)."""
+    core = client.CoreV1Api(api)
+    phase = "Succeeded" if exit_code == 0 else "Failed"
+    while not stop.is_set():
+        for pod in core.list_namespaced_pod(NS, label_selector="plumb.dev/check").items:
+            if pod.spec.node_name and pod.status.phase == "Pending":
+                core.patch_namespaced_pod_status(
+                    pod.metadata.name,
+                    NS,
+                    {"status": {"phase": phase, "containerStatuses": [{
+                        "name": "gpu", "image": pod.spec.containers[0].image, "imageID": "",
+                        "ready": False, "restartCount": 0,
+                        "state": {"terminated": {"exitCode": exit_code, "reason": "Completed"}},
+                    }]}},
+                )  # fmt: skip
+        stop.wait(0.05)
+
+
+def run_with_kubelet(api, kube, check_id: str, exit_code: int):
+    stop = threading.Event()
+    kubelet = threading.Thread(
+        target=play_kubelet_exiting, args=(api, stop, exit_code), daemon=True
+    )
+    kubelet.start()
+    try:
+        return asyncio.run(run_check(kube, check(check_id)))
+    finally:
+        stop.set()
+        kubelet.join()
+
+
+def test_secure_accelerator_access_runs_a_pod_without_gpus_on_a_gpu_node(api, kube, make_node):
+    make_node("val-secure-1", {"nvidia.com/gpu.present": "true"}, gpus=8)
+    batch = client.BatchV1Api(api)
+    seen: list[client.V1Job] = []
+
+    def watch_jobs(stop: threading.Event) -> None:
+        while not stop.is_set() and not seen:
+            seen.extend(batch.list_namespaced_job(NS).items)
+            stop.wait(0.05)
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_jobs, args=(stop,), daemon=True)
+    watcher.start()
+    try:
+        status, message, details = run_with_kubelet(api, kube, "secure-accelerator-access", 0)
+    finally:
+        stop.set()
+        watcher.join()
+    assert status == "pass", message
+    assert message == f"a pod requesting no nvidia.com/gpu on {details['node']} saw no GPU"
+    # The Job asks for no GPU, and is placed on GPU nodes by their label.
+    pod = seen[0].spec.template.spec
+    assert pod.containers[0].resources.limits is None
+    assert pod.node_selector == {"nvidia.com/gpu.present": "true"}
+    assert pod.containers[0].command[:2] == ["sh", "-c"]
+    until(lambda: not jobs_left(api), what="the Job deleted")
+
+    # The container saw a GPU: its script exited 1, the Job failed.
+    status, message, details = run_with_kubelet(api, kube, "secure-accelerator-access", 1)
+    assert status == "fail"
+    assert message == f"a pod requesting no nvidia.com/gpu on {details['node']} sees GPUs"
+    until(lambda: not jobs_left(api), what="the Job deleted")
+
+
+# This control plane's kube-apiserver (1.20, built with Go 1.19) crashes on any custom resource
+# (json-iterator's map encoding), so the ClusterPolicy and DRA objects cannot be served here:
+# tests/unit/validation/test_cluster_api_checks.py grades them against a stand-in API. What
+# the real server shows is the common case, a cluster without those APIs.
+def test_gpu_operator_health_skips_without_the_cluster_policy_api(kube):
+    status, message, _ = asyncio.run(run_check(kube, check("gpu-operator-health")))
+    assert (status, message) == (
+        "skip",
+        "no ClusterPolicy API (nvidia.com): the GPU Operator is not installed",
+    )
+
+
+def test_dra_support_skips_where_the_server_has_no_dra_api(kube):
+    status, message, _ = asyncio.run(run_check(kube, check("dra-support")))
+    assert (status, message) == (
+        "skip",
+        "the server does not serve resource.k8s.io (DRA needs Kubernetes 1.32+, GA in 1.34)",
+    )
