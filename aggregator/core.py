@@ -18,6 +18,7 @@ from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
 from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, TooLarge, Unavailable
+from plumb.aggregator.gates import Gates
 from plumb.aggregator.intake.intake import Intake
 from plumb.aggregator.k8s import Cluster, Uncordoned
 from plumb.aggregator.metrics.collectors import MetricsPage
@@ -73,6 +74,7 @@ class Core:
         page: MetricsPage,
         restored: asyncio.Event,
         cluster: Cluster | None,
+        gates: Gates,
     ):
         self.settings = settings
         self.catalog = catalog
@@ -90,6 +92,8 @@ class Core:
         self._restored = restored
         # The Kubernetes side; None outside a cluster without a kubeconfig (the demo).
         self._cluster = cluster
+        # Rollout gates per pool (GET /v1/gates); also read by plumb_gate_open.
+        self.gates = gates
 
     def metrics_page(self) -> bytes:
         """The /metrics page: registry families and the cached per-node series."""

@@ -26,6 +26,7 @@ from plumb.aggregator.core import Core
 from plumb.aggregator.drift import DriftEngine
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import InvalidInput, Unavailable
+from plumb.aggregator.gates import Gates, ValidatedStacks
 from plumb.aggregator.ingest.auth import build_authenticator, check_exposure
 from plumb.aggregator.ingest.servicer import Ingest
 from plumb.aggregator.ingest.streams import Streams
@@ -46,6 +47,7 @@ from plumb.aggregator.metrics.collectors import (
     ValidationResults,
     new_registry,
 )
+from plumb.aggregator.metrics.gates import GateCollector
 from plumb.aggregator.metrics.sensors import SensorSeries
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import AggregatorSettings, TlsSettings
@@ -216,6 +218,14 @@ async def open_process(settings: AggregatorSettings) -> Process:
     async def save(run: ValidationRun) -> None:
         await asyncio.to_thread(store.save_validation, run)
 
+    # The stacks nodes were validated at, noted as each run finishes (and counted).
+    stacks = ValidatedStacks(state, lambda: validator.latest_by_node())
+    validation_metrics = ValidationMetrics(registry)
+
+    def finished(run: ValidationRun) -> None:
+        validation_metrics.finished(run)
+        stacks.record(run)
+
     v = settings.validation
     validator = Validator(
         catalog,
@@ -224,7 +234,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         baseline_gpus,
         streams.send,
         save,
-        ValidationMetrics(registry).finished,
+        finished,
         utcnow,
         max_parallel_nodes=v.max_parallel_nodes,
         grace_s=v.grace_s,
@@ -233,6 +243,8 @@ async def open_process(settings: AggregatorSettings) -> Process:
         kube=kube,
     )
     ValidationResults(registry, validator)
+    gates = Gates(state, evaluator, stacks, validator.latest_by_node, settings.gates)
+    GateCollector(registry, lambda: ((g.pool, g.open) for g in gates.all()))
     try:
         scheduler = Scheduler(
             validator,
@@ -271,6 +283,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         page,
         restored,
         cluster,
+        gates,
     )
     return Process(
         settings,

@@ -265,8 +265,8 @@ class KubernetesSettings(BaseModel):
     lease_duration_s: float = Field(15.0, gt=0)
     renew_deadline_s: float = Field(10.0, gt=0)
     retry_period_s: float = Field(2.0, gt=0)
-    # Opt-in: the leader writes plumb.dev/recipe and plumb.dev/drift labels and the
-    # GpuStackDrift and PlumbAgentDown node conditions.
+    # Opt-in: the leader writes plumb.dev/recipe, plumb.dev/drift, plumb.dev/gpu-health and
+    # plumb.dev/validated-stack labels and the GpuStackDrift and PlumbAgentDown node conditions.
     write_nodes: bool = False
     # How often the leader compares what nodes should carry with what it last wrote (and,
     # with remediation.cordon, looks for nodes to cordon); a drift change reaches the Node
@@ -318,6 +318,32 @@ class RemediationSettings(BaseModel):
     )
 
 
+class GateSettings(BaseModel):
+    """Rollout gates (aggregator/gates.py, `GET /v1/gates/{pool}`): a pool's gate opens once
+    its canary Nodes run a new stack, passed validation at it and match their twins."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The Node label `key=value` that makes a node a canary of its pool; the Node watcher
+    # carries it into the node's facts as `cluster.canary`. Under plumb.dev/ like Plumb's
+    # own labels, but set by people: Plumb never writes or prunes it (it is not owned).
+    canary_label: str = Field("plumb.dev/canary=true", pattern=r"^[^=\s]+=[^=\s]*$")
+    # Open findings on a canary that say it does not match its twins and keep the gate
+    # closed: health (a GPU, link or XID fault; links are judged against the pool) and
+    # straggler (benchmark figures under its twins'). Not baseline or pool: a canary on a
+    # new stack differs from its baseline and its pool by design.
+    blocking_kinds: list[str] = Field(default_factory=lambda: ["health", "straggler"], min_length=1)
+    blocking_severities: list[Literal["critical", "warning", "info"]] = Field(
+        default_factory=lambda: ["critical", "warning"], min_length=1
+    )
+
+    @property
+    def canary(self) -> tuple[str, str]:
+        """The canary label as (key, value)."""
+        key, _, value = self.canary_label.partition("=")
+        return key, value
+
+
 class AggregatorSettings(BaseSettings):
     """Everything `plumb serve` can be told."""
 
@@ -349,6 +375,7 @@ class AggregatorSettings(BaseSettings):
     validation: ValidationSettings = ValidationSettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
     remediation: RemediationSettings = RemediationSettings()
+    gates: GateSettings = GateSettings()
     # The pod's namespace, as the chart sets it (downward API): the Lease lives there.
     namespace: str = "default"
     # This process among replicas: the Lease holder's identity and the owner of the nodes

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from plumb import tree
 from plumb.aggregator.core import Overview
 from plumb.aggregator.drift import Baseline, DriftFinding
+from plumb.aggregator.gates import Gate, Member
 from plumb.aggregator.state.live import NodeState, NodeSummary, Sensors
 from plumb.aggregator.store import HistoryEntry
 from plumb.aggregator.timeline import ChangeEvent
@@ -26,6 +27,7 @@ __all__ = [
     "ChangeEventOut",
     "ChangeOut",
     "FindingOut",
+    "GateOut",
     "NodeDetailOut",
     "NodeOut",
     "NodeSummaryOut",
@@ -114,6 +116,10 @@ class NodeDetailOut(NodeOut):
     agent_version: str | None
     first_seen_at: datetime | None
     content_hash: str
+    # The versions and inventory it runs (state/stack.py) and since when; the
+    # plumb.dev/validated-stack label holds its first 16 hex digits.
+    stack_hash: str | None = None
+    stack_since: datetime | None = None
     facts: dict[str, Any]
     sensors: SensorsOut | None = None
 
@@ -125,6 +131,8 @@ class NodeDetailOut(NodeOut):
             agent_version=node.agent_version,
             first_seen_at=node.first_seen_at,
             content_hash=node.content_hash,
+            stack_hash=node.stack_hash or None,
+            stack_since=node.stack_since,
             facts=tree.nest(node.facts),
             sensors=SensorsOut.of(node.sensors) if node.sensors else None,
         )
@@ -243,4 +251,53 @@ class BaselineOut(BaseModel):
             accepted_at=base.accepted_at,
             gpu_count=base.gpu_count,
             facts={p: r.to_json() for p, r in sorted(base.facts.items())},
+        )
+
+
+class CanaryOut(BaseModel):
+    """A canary of a gate's pool: the stack it runs, the one it passed validation at now and
+    before (full stack hashes: the validated-stack label holds the first 16 hex digits), and
+    the open findings that say it does not match its twins."""
+
+    node: str
+    connected: bool
+    stack: str | None
+    validated_stack: str | None
+    previous_validated_stack: str | None
+    blocking: list[FindingOut]
+
+    @classmethod
+    def of(cls, m: Member) -> CanaryOut:
+        return cls(
+            node=m.name,
+            connected=m.connected,
+            stack=m.stack,
+            validated_stack=m.validated,
+            previous_validated_stack=m.previous,
+            blocking=[FindingOut.of(f) for f in m.blocking],
+        )
+
+
+class GateOut(BaseModel):
+    """A pool's rollout gate: `open` or `closed`, every reason it is closed, its canaries,
+    their stack and the stack most of the other nodes run."""
+
+    pool: str
+    state: str
+    reasons: list[str]
+    stack: str | None
+    pool_stack: str | None
+    nodes: int
+    canaries: list[CanaryOut]
+
+    @classmethod
+    def of(cls, g: Gate) -> GateOut:
+        return cls(
+            pool=g.pool,
+            state=g.state,
+            reasons=list(g.reasons),
+            stack=g.stack,
+            pool_stack=g.pool_stack,
+            nodes=g.nodes,
+            canaries=[CanaryOut.of(m) for m in g.canaries],
         )

@@ -12,6 +12,7 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     changes,
     demo,
     drift,
+    gate,
     nccl,
     node,
     nodes,

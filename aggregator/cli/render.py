@@ -19,6 +19,7 @@ __all__ = [
     "Sheet",
     "drift_table",
     "fleet_table",
+    "gate_table",
     "history_table",
     "nccl_table",
     "node_status",
@@ -511,4 +512,30 @@ def nccl_table(runs: list[dict], source: str) -> Sheet:
         if versions:
             sheet.notes.append(escape(f"run {i} versions: {', '.join(versions)}"))
         sheet.notes += [escape(f"run {i} {r['status']}: {why}") for why in r["reasons"]]
+    return sheet
+
+
+def gate_table(g: dict) -> Sheet:
+    """A pool's rollout gate (GET /v1/gates/{pool}): a line per canary, the reasons under it."""
+    short = 16  # the validated-stack label's length
+    state = "[green]open[/]" if g["state"] == "open" else "[red]closed[/]"
+    sheet = Sheet(
+        f"gate {escape(g['pool'])}: {state} ({plural(len(g['canaries']), 'canary', 'canaries')}"
+        f" of {plural(g['nodes'], 'node')}; the pool runs {(g['pool_stack'] or '-')[:short]})",
+        ["CANARY", "STACK", "VALIDATED AT", "BEFORE", "AGENT", "BLOCKING FINDINGS"],
+        fixed=("CANARY", "STACK", "VALIDATED AT", "BEFORE", "AGENT"),
+    )
+    for c in g["canaries"]:
+        blocking = ", ".join(f"{f['severity']} {f['kind']} {f['component']}" for f in c["blocking"])
+        sheet.rows.append(
+            [
+                escape(c["node"]),
+                (c["stack"] or "-")[:short],
+                (c["validated_stack"] or "-")[:short],
+                (c["previous_validated_stack"] or "-")[:short],
+                "reporting" if c["connected"] else "[red]down[/]",
+                escape(blocking) or "-",
+            ]
+        )
+    sheet.notes = [escape(r) for r in g["reasons"]]
     return sheet

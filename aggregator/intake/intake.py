@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from plumb.aggregator.drift import Baseline, DriftFinding, Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.state.live import LiveState, NodeState, Sensors
+from plumb.aggregator.state.stack import stack_hash
 from plumb.aggregator.store import Change, NodeUpdate, StoredNode, Writer
 from plumb.facts import Reading, diff
 from plumb.sensors import GpuSensors
@@ -313,6 +314,10 @@ class Intake:
         other nodes' transitions (its pool mates') follow as their own updates. The ticket of
         the node's own update."""
         self._state.changed()
+        if evaluate:
+            stack = stack_hash(node.facts, self._evaluator.drift.rules.baseline.paths)
+            if stack != node.stack_hash:
+                node.stack_hash, node.stack_since = stack, self._clock()
         transitions = self._evaluator.node_changed(node) if evaluate else []
         own = [t for t in transitions if t.node == node.name]
         if own:

@@ -76,7 +76,9 @@ class Cluster:
         # Fed every Node; cordons only with remediation.cordon, uncordons on request.
         self.remediator = remediator
         self._count_error = count_error
-        self._watcher = NodeWatcher(api, self._node_changed, self._node_deleted)
+        self._watcher = NodeWatcher(
+            api, self._node_changed, self._node_deleted, canary=settings.gates.canary
+        )
         self._writer = NodeWriter(api) if k.write_nodes else None
         # Nodes that exist as Node objects; only those get labels and conditions.
         self.nodes: set[str] = set()

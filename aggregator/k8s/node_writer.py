@@ -1,7 +1,10 @@
 """What Plumb writes on Nodes (leader only, opt-in): labels, an ownership annotation, conditions.
 
 Labels `plumb.dev/recipe` (the node's pool) and `plumb.dev/drift` (worst open severity, or
-`none`) let schedulers and dashboards select on the stack; the `GpuStackDrift` condition
+`none`) let schedulers and dashboards select on the stack; `plumb.dev/validated-stack`
+(the first 16 hex digits of the stack hash, aggregator/gates.py) marks a node that passed
+validation at the stack it runs now, and goes the moment a stack fact changes, so gang jobs
+can be placed only on nodes validated at their current stack; the `GpuStackDrift` condition
 says why, and `PlumbAgentDown` says the node's agent stopped reporting. The labels Plumb
 set are listed in the `plumb.dev/owned-labels` annotation, so a label it no longer sets is
 removed, even by a new leader; only `plumb.dev/` labels are ever written or pruned, never
@@ -22,6 +25,7 @@ from kubernetes import client
 
 from plumb.aggregator.drift import SEVERITIES
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
+from plumb.aggregator.gates import LABEL_HASH_CHARS, validated_stack
 from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.validation.model import CheckResult, health
 
@@ -67,7 +71,8 @@ def node_marks(
     """What every known node should carry: its pool and worst open drift as labels, a
     GpuStackDrift condition listing its open findings, and whether its agent reports; where
     ``checks`` holds the node's latest check results, a `plumb.dev/gpu-health` label
-    (pass|warn|fail) and a GpuHealthCheckFailed condition naming what failed."""
+    (pass|warn|fail) and a GpuHealthCheckFailed condition naming what failed, and where
+    they passed at the stack the node runs now, `plumb.dev/validated-stack`."""
     stale_before = now - timedelta(seconds=agent_stale_s)
     marks = []
     for node in state.nodes():
@@ -95,7 +100,11 @@ def node_marks(
         else:
             agent = Condition(AGENT_CONDITION, False, "AgentReporting", "agent streaming")
         conditions = (drift, agent)
-        verdict, why = health((checks or {}).get(node.name, ()))
+        results = (checks or {}).get(node.name, ())
+        stack = validated_stack(node, results)
+        if stack is not None:
+            labels[PREFIX + "validated-stack"] = stack[:LABEL_HASH_CHARS]
+        verdict, why = health(results)
         if verdict is not None:
             labels[PREFIX + "gpu-health"] = verdict
             conditions += (

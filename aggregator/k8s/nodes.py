@@ -21,6 +21,7 @@ from typing import Any
 
 from kubernetes import client, watch
 
+from plumb.aggregator.gates import CANARY_FACT
 from plumb.facts import Reading
 
 log = logging.getLogger(__name__)
@@ -40,22 +41,25 @@ UNCORDONED_BY = "plumb.dev/uncordoned-by"
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """What the Node object says about a node: flat facts, its GPU labels, and whether it is
-    cordoned, with Plumb's remediation annotations."""
+    """What the Node object says about a node: flat facts, its GPU labels, whether it is
+    cordoned, with Plumb's remediation annotations, and whether it carries the canary label
+    of the rollout gates (settings.gates.canary_label)."""
 
     name: str
     facts: dict[str, str] = field(default_factory=dict)
     gpu_labels: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     remediation: dict[str, str] = field(default_factory=dict)
+    canary: bool = False
 
 
 def _first(labels: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
     return next((labels[k] for k in keys if labels.get(k)), None)
 
 
-def node_info(node: Mapping[str, Any]) -> NodeInfo:
-    """NodeInfo of a Node given as its JSON dict (camelCase keys, as the API serves it)."""
+def node_info(node: Mapping[str, Any], canary: tuple[str, str] | None = None) -> NodeInfo:
+    """NodeInfo of a Node given as its JSON dict (camelCase keys, as the API serves it);
+    `canary` is the (key, value) label that makes it a canary."""
     meta = node.get("metadata") or {}
     labels: dict[str, str] = meta.get("labels") or {}
     spec = node.get("spec") or {}
@@ -88,6 +92,7 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
             for k, v in (meta.get("annotations") or {}).items()
             if k in (CORDONED_BY, UNCORDONED_BY)
         },
+        canary=canary is not None and labels.get(canary[0]) == canary[1],
     )
 
 
@@ -100,9 +105,12 @@ HOST_MEASURED = frozenset(
 
 def node_facts(info: NodeInfo) -> tuple[dict[str, Reading], dict[str, Reading]]:
     """(facts, fill) a NodeInfo adds to the node's: its flat facts, its GPU labels sorted by
-    name as `cluster.labels[i].name` / `.value` (label names are not fact path segments), and
-    apart the HOST_MEASURED facts, which only fill the agent's gaps."""
+    name as `cluster.labels[i].name` / `.value` (label names are not fact path segments),
+    `cluster.canary` on a canary, and apart the HOST_MEASURED facts, which only fill the
+    agent's gaps."""
     facts = {path: Reading.ok(value) for path, value in info.facts.items()}
+    if info.canary:
+        facts[CANARY_FACT] = Reading.ok(True)
     fill = {path: facts.pop(path) for path in HOST_MEASURED & facts.keys()}
     for i, (label, value) in enumerate(sorted(info.gpu_labels.items())):
         facts[f"cluster.labels[{i}].name"] = Reading.ok(label)
@@ -127,8 +135,10 @@ class NodeWatcher:
         *,
         read_timeout_s: float = 30.0,
         queue_max: int = 10_000,
+        canary: tuple[str, str] | None = None,
     ):
         self._core = client.CoreV1Api(api)
+        self._canary = canary
         self._on_change = on_change
         self._on_delete = on_delete
         # A silent watch is re-opened this often.
@@ -170,7 +180,7 @@ class NodeWatcher:
             await asyncio.to_thread(thread.join, _JOIN_S)
 
     def _emit(self, put: Callable[[tuple[str, Any]], None], node: Mapping[str, Any]) -> None:
-        info = node_info(node)
+        info = node_info(node, self._canary)
         if self._known.get(info.name) != info:
             self._known[info.name] = info
             put(("change", info))

@@ -7,6 +7,8 @@ overlaid with what the cluster says of it (the Node object, the GPU stack's work
 recipes and drift see both. `generation` increases on every change so readers can cache
 whatever they derive from it. A node's `sensors` are its GPUs' latest readings, held only
 while its agent streams: not facts, so they change no generation, hash or derived view.
+A node's `stack_hash` (state/stack.py) names its versions and inventory, and `stack_since`
+says since when it has run them, so a check result can say whether it ran on today's stack.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ class NodeState:
     agent_version: str | None = None
     first_seen_at: datetime | None = None
     last_report_at: datetime | None = None
+    # The stack it runs (state/stack.py) and when the intake first saw it; "" / None until
+    # the node's facts were evaluated.
+    stack_hash: str = ""
+    stack_since: datetime | None = None
     # The latest SensorReport of the node's open stream; None once it ends.
     sensors: Sensors | None = None
     # What derived() computed from `facts`; facts dicts are replaced, never edited in place,

@@ -52,11 +52,12 @@ async def app(tmp_path: Path) -> AsyncIterator:
 
 
 def _walk(routes, prefix: str = "") -> list[tuple[str, str]]:
-    """(method, path) of every APIRoute, into included routers (kept lazily by FastAPI)."""
+    """(method, path) of every APIRoute, into included routers (kept lazily by FastAPI); paths
+    as OpenAPI writes them (`{pool}` for a `{pool:path}` converter)."""
     found = []
     for route in routes:
         if isinstance(route, APIRoute):
-            found += [(method, prefix + route.path) for method in route.methods]
+            found += [(method, prefix + route.path_format) for method in route.methods]
         elif hasattr(route, "original_router"):
             found += _walk(route.original_router.routes, prefix + route.include_context.prefix)
     return found

@@ -216,3 +216,27 @@ def test_gpu_health_is_fail_on_a_failed_critical_check_and_names_it():
     (warned,) = [c for c in marks["meh"].conditions if c.type == "GpuHealthCheckFailed"]
     assert (warned.status, warned.reason) == (False, "ChecksWarned")
     assert not [c for c in marks["never"].conditions if c.type == "GpuHealthCheckFailed"]
+
+
+def test_validated_stack_is_the_stack_hash_prefix_while_the_checks_passed_at_it():
+    state = LiveState()
+    node = state.node("gpu-1", datetime(2026, 12, 1, tzinfo=UTC))
+    node.connected = True
+    node.stack_hash, node.stack_since = "0123456789abcdef" * 4, datetime(2026, 12, 1, tzinfo=UTC)
+    evaluator = Evaluator(
+        state,
+        ResolutionCache(CATALOG),
+        RecipeSettings(),
+        DriftEngine(CATALOG.drift, lambda: None, xids=CATALOG.xids),
+    )
+    passed = CheckResult(
+        "gpu-1", "ecc", "conformance", "critical", "pass", "",
+        finished_at=datetime(2026, 12, 1, 0, 5, tzinfo=UTC),
+    )  # fmt: skip
+    checks = {"gpu-1": [passed]}
+    (mark,) = node_marks(state, evaluator, 60, datetime.now(UTC), checks=checks)
+    assert mark.labels["plumb.dev/validated-stack"] == "0123456789abcdef"
+    node.stack_since = datetime(2026, 12, 1, 0, 6, tzinfo=UTC)  # a stack fact changed since
+    (mark,) = node_marks(state, evaluator, 60, datetime.now(UTC), checks=checks)
+    assert "plumb.dev/validated-stack" not in mark.labels
+    assert mark.labels["plumb.dev/gpu-health"] == "pass"

@@ -1,0 +1,248 @@
+"""Validated stacks and rollout gates: has a node passed validation at the stack it runs now,
+and may a rollout go on from a pool's canaries to the rest of it?
+
+A node is validated at its stack when its latest result of every check it ran passed (the
+gpu-health verdict is `pass`) and every one of them began after its stack last changed
+(`NodeState.stack_since`, set by the intake when a stack fact changes). A pool's gate
+(`GET /v1/gates/{pool}`, `plumb_gate_open`, `plumb gate POOL`) is open when its canary nodes,
+those with the canary label, all
+
+- run one stack, and a new one: not the stack most of the pool's other nodes run (nor one
+  tied for most), or not the stack the canary was validated at before (so the gate stays
+  open while the rest of the pool catches up, and after);
+- were validated at it;
+- match their twins: no open finding of a blocking kind (health, straggler) and severity.
+
+Every unmet condition is a reason, so a closed gate says what it waits for. Validation
+results live in the process's memory (`Validator.latest`): after a restart every node is
+unvalidated until it is validated again, so gates close rather than open on old news.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from plumb.aggregator.drift import DriftFinding
+from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.errors import NotFound
+from plumb.aggregator.settings import GateSettings
+from plumb.aggregator.state.live import LiveState, NodeState
+from plumb.aggregator.validation.model import CheckResult, ValidationRun, health
+
+__all__ = [
+    "CANARY_FACT",
+    "LABEL_HASH_CHARS",
+    "Gate",
+    "Gates",
+    "Member",
+    "ValidatedStacks",
+    "decide",
+    "validated_stack",
+]
+
+# The fact the Node watcher (k8s/nodes.py) sets on nodes with the canary label.
+CANARY_FACT = "cluster.canary"
+# The `plumb.dev/validated-stack` label carries the stack hash's first 16 hex digits: label
+# values stop at 63 characters, a SHA-256 takes 64, and 64 bits tell a fleet's stacks apart.
+LABEL_HASH_CHARS = 16
+
+LatestResults = Callable[[], Mapping[str, list[CheckResult]]]
+
+
+def validated_stack(node: NodeState, results: Iterable[CheckResult]) -> str | None:
+    """The node's stack hash if it passed validation at that stack, else None: its latest
+    results (one per check) pass, and each began (finished_at - duration_s) after the stack
+    it runs now first reached the aggregator."""
+    if not node.stack_hash or node.stack_since is None:
+        return None
+    results = list(results)
+    if health(results)[0] != "pass":
+        return None
+    for r in results:
+        if r.finished_at is None:
+            return None
+        if r.finished_at - timedelta(seconds=r.duration_s) < node.stack_since:
+            return None
+    return node.stack_hash
+
+
+class ValidatedStacks:
+    """The stack each node was validated at before the one it is validated at now, taken at
+    the end of every validation run (the only time a node's validation changes): what makes
+    a canary's stack new once the rest of its pool runs it too. In memory, like the results."""
+
+    def __init__(self, state: LiveState, latest: LatestResults):
+        self._state = state
+        self._latest = latest
+        self._current: dict[str, str] = {}
+        self._previous: dict[str, str] = {}
+        # Counts the runs recorded: the results changed, so derived gates are stale.
+        self.version = 0
+
+    def record(self, run: ValidationRun) -> None:
+        """Note the stacks the run's nodes are validated at now."""
+        self.version += 1
+        latest = self._latest()
+        for name in run.nodes:
+            node = self._state.get(name)
+            stack = validated_stack(node, latest.get(name, ())) if node else None
+            held = self._current.get(name)
+            if stack is None or stack == held:
+                continue
+            if held is not None:
+                self._previous[name] = held
+            self._current[name] = stack
+
+    def previous(self, name: str) -> str | None:
+        """The stack `name` was validated at before its latest validated one."""
+        return self._previous.get(name)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One node of a pool as its gate sees it."""
+
+    name: str
+    canary: bool
+    connected: bool
+    stack: str | None  # None: no stack facts yet
+    validated: str | None = None  # the stack it passed validation at now (validated_stack)
+    previous: str | None = None  # the stack it was validated at before that
+    blocking: tuple[DriftFinding, ...] = ()
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A pool's rollout gate: open, or closed with the reasons."""
+
+    pool: str
+    open: bool
+    reasons: tuple[str, ...]
+    canaries: tuple[Member, ...]
+    # The canaries' stack when they all run one; the stack most other nodes run (None when
+    # none or a tie).
+    stack: str | None
+    pool_stack: str | None
+    nodes: int
+
+    @property
+    def state(self) -> str:
+        return "open" if self.open else "closed"
+
+
+def _short(stack: str | None) -> str:
+    return stack[:LABEL_HASH_CHARS] if stack else "-"
+
+
+def decide(pool: str, members: Iterable[Member], canary_label: str) -> Gate:
+    """The gate of `pool` from its members (pure: tests hand it the members)."""
+    members = sorted(members, key=lambda m: m.name)
+    canaries = tuple(m for m in members if m.canary)
+    rest = Counter(m.stack for m in members if not m.canary and m.stack is not None)
+    most = max(rest.values(), default=0)
+    leaders = {s for s, n in rest.items() if n == most}
+    pool_stack = next(iter(leaders)) if len(leaders) == 1 else None
+    stacks = {m.stack for m in canaries}
+    stack = next(iter(stacks)) if len(stacks) == 1 else None
+    reasons: list[str] = []
+    if not canaries:
+        reasons.append(f"no canary nodes: label some of the pool's Nodes {canary_label}")
+    elif stack is None and len(stacks) > 1:
+        shown = ", ".join(sorted(_short(s) for s in stacks))
+        reasons.append(f"the canaries run different stacks: {shown}")
+    for m in canaries:
+        if not m.connected:
+            reasons.append(f"{m.name}: its agent is not reporting")
+        if m.stack is None:
+            reasons.append(f"{m.name}: no stack facts yet")
+            continue
+        new = (rest and m.stack not in leaders) or (
+            m.previous is not None and m.previous != m.stack
+        )
+        if not new:
+            reasons.append(
+                f"{m.name}: runs the stack {_short(m.stack)} the rest of the pool runs (or no "
+                "other node to compare with), and was validated at no other before"
+            )
+        if m.validated != m.stack:
+            reasons.append(f"{m.name}: not validated at its stack {_short(m.stack)}")
+        reasons.extend(
+            f"{m.name}: open {f.severity} {f.kind} finding {f.component}" for f in m.blocking
+        )
+    return Gate(pool, not reasons, tuple(reasons), canaries, stack, pool_stack, len(members))
+
+
+class Gates:
+    """Every pool's gate, from the live state, drift findings and validation results."""
+
+    def __init__(
+        self,
+        state: LiveState,
+        evaluator: Evaluator,
+        stacks: ValidatedStacks,
+        latest: LatestResults,
+        settings: GateSettings,
+    ):
+        self._state = state
+        self._evaluator = evaluator
+        self._stacks = stacks
+        self._latest = latest
+        self._settings = settings
+        # all() for (state generation, runs recorded): a scrape between changes costs nothing.
+        self._all: tuple[tuple[int, int], list[Gate]] | None = None
+
+    def pools(self) -> list[str]:
+        """The pools that have nodes, by name."""
+        return sorted(p for p, names in self._evaluator.pools.items() if names)
+
+    def gate(self, pool: str) -> Gate:
+        """The gate of `pool`; NotFound for a pool with no nodes."""
+        names = self._evaluator.pools.get(pool)
+        if not names:
+            known = self.pools()
+            raise NotFound(
+                f"no pool {pool!r}",
+                hint=f"pools: {', '.join(known[:10])}" if known else "no node has reported yet",
+            )
+        return self._decide(pool, names, self._latest())
+
+    def all(self) -> list[Gate]:
+        """Every pool's gate, recomputed only after a change of the state or the results."""
+        key = (self._state.generation, self._stacks.version)
+        if self._all is None or self._all[0] != key:
+            latest = self._latest()
+            gates = [self._decide(p, self._evaluator.pools[p], latest) for p in self.pools()]
+            self._all = (key, gates)
+        return self._all[1]
+
+    def _decide(
+        self, pool: str, names: Iterable[str], latest: Mapping[str, list[CheckResult]]
+    ) -> Gate:
+        s = self._settings
+        members = []
+        for name in names:
+            node = self._state.get(name)
+            if node is None:
+                continue
+            canary = node.value(CANARY_FACT) is True
+            members.append(
+                Member(
+                    name,
+                    canary,
+                    node.connected,
+                    node.stack_hash or None,
+                    validated_stack(node, latest.get(name, ())) if canary else None,
+                    self._stacks.previous(name),
+                    tuple(
+                        f
+                        for f in self._evaluator.drift.open_findings(name)
+                        if f.kind in s.blocking_kinds and f.severity in s.blocking_severities
+                    )
+                    if canary
+                    else (),
+                )
+            )
+        return decide(pool, members, s.canary_label)

@@ -1,0 +1,26 @@
+"""A node's stack hash: one short name for the versions and inventory it runs.
+
+The stack is what drift's baseline compares (`recipes/drift.yaml`, `baseline.paths`: driver,
+CUDA, NCCL, kernel, OS, kubelet, container runtime, GPU names, VBIOS, InfoROM), so "the node's
+stack changed" means the same thing to a baseline finding, a validated-stack label and a
+rollout gate. Sensor readings, error totals and links are not part of it: a temperature, an
+ECC count or a link retraining never makes a validated node unvalidated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from plumb.facts import Reading, content_hash
+
+__all__ = ["stack_hash"]
+
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def stack_hash(facts: Mapping[str, Reading], paths: Iterable[str]) -> str:
+    """SHA-256 (hex) of the facts whose path, GPU and library indexes as `[]`, is in `paths`;
+    the same stack gives the same hash on every node and every replica."""
+    wanted = frozenset(paths)
+    return content_hash({p: r for p, r in facts.items() if _INDEX.sub("[]", p) in wanted})
