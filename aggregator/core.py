@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 from plumb import nccltests
 from plumb.aggregator import __version__, aicr
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
-from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding
+from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding, whatif
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
+from plumb.aggregator.drift.whatif import WhatIf
 from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, TooLarge, Unavailable
 from plumb.aggregator.gates import Gates
 from plumb.aggregator.intake.intake import Intake
@@ -234,6 +235,30 @@ class Core:
         sizes = {p: len(names) for p, names in pools.items()}
         events = group_changes(rows, pool_of, sizes, found, runs, gap=gap)
         return [e for e in events if pool is None or e.pool == pool]
+
+    async def whatif(
+        self, plan: Mapping[str, str], pools: tuple[str, ...] = (), chunk: int = 100
+    ) -> WhatIf:
+        """The plan judged on every live node of `pools` (all pools when none), `chunk` nodes
+        per turn of the loop; InvalidInput for a bad plan, NotFound for a pool with no node."""
+        checked = whatif.check_plan(plan, self.catalog.drift.whatif)
+        known = self._evaluator.pools
+        for pool in pools:
+            if not known.get(pool):
+                listed = ", ".join(sorted(p for p, names in known.items() if names)) or "none yet"
+                raise NotFound(f"no node is in pool {pool!r}", hint=f"pools: {listed}")
+        members = [
+            (pool, name) for pool in sorted(set(pools) or known) for name in sorted(known[pool])
+        ]
+        answers = []
+        for i, (pool, name) in enumerate(members, 1):
+            node = self._state.get(name)
+            if node is not None:
+                resolve = self._evaluator.resolve_facts
+                answers.append(whatif.judge(name, pool, node.facts, checked, resolve, self.catalog))
+            if i % chunk == 0:
+                await asyncio.sleep(0)
+        return whatif.summarize(checked, answers)
 
     def overview(self, node: NodeState) -> Overview:
         """The node's summary with what lists show beside it: pool, NCCL, CUDA, findings."""

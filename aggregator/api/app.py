@@ -27,6 +27,7 @@ from plumb.aggregator.api import (
     nodes,
     recipes,
     validations,
+    whatif,
 )
 from plumb.aggregator.api.access import Access, ReadAccess, SignInNeeded, TrustedProxies
 from plumb.aggregator.api.limits import BodyLimit
@@ -80,6 +81,7 @@ def create_app(core: Core) -> FastAPI:
         gates.router,
         validations.router,
         benchmarks.router,
+        whatif.router,
     ):
         app.include_router(router, dependencies=[ReadAccess])
     app.include_router(web.router)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from plumb import tree
 from plumb.aggregator.core import Overview
 from plumb.aggregator.drift import Baseline, DriftFinding
+from plumb.aggregator.drift.whatif import Decision, NodeAnswer, PoolAnswer, WhatIf
 from plumb.aggregator.gates import Gate, Member
 from plumb.aggregator.state.live import NodeState, NodeSummary, Sensors
 from plumb.aggregator.store import HistoryEntry
@@ -33,6 +34,8 @@ __all__ = [
     "NodeSummaryOut",
     "SensorsOut",
     "SnapshotNodeOut",
+    "WhatIfIn",
+    "WhatIfOut",
 ]
 
 
@@ -300,4 +303,91 @@ class GateOut(BaseModel):
             pool_stack=g.pool_stack,
             nodes=g.nodes,
             canaries=[CanaryOut.of(m) for m in g.canaries],
+        )
+
+
+# A component name or pool id is a short key; a plan names a handful of components.
+_Key = Annotated[str, Field(max_length=256)]
+
+
+class WhatIfIn(BaseModel):
+    """A planned change: component -> version (the components recipes/drift.yaml `whatif`
+    lists: driver, cuda, nccl, gpu-operator, kernel, kubernetes), and the pools it targets
+    (`eks/h100/ubuntu/training/any`; every pool when empty)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    components: dict[_Key, _Key] = Field(
+        max_length=32, examples=[{"driver": "590.44.01", "nccl": "2.28.3"}]
+    )
+    pools: list[_Key] = Field(default=[], max_length=1024)
+
+
+class DecisionOut(BaseModel):
+    """One rule that decides: its verdict, why, where the rule comes from, the fix; `already`
+    when it holds on the node's live facts too."""
+
+    rule: str
+    verdict: str
+    severity: str | None
+    reason: str
+    source: str
+    fix: str
+    already: bool
+
+    @classmethod
+    def of(cls, d: Decision) -> DecisionOut:
+        return cls(**{name: getattr(d, name) for name in cls.model_fields})
+
+
+class PlannedChangeOut(BaseModel):
+    """One component the plan moves on a node: what the node has now, what it would have."""
+
+    component: str
+    current: str | None
+    planned: str
+
+
+class NodeWhatIfOut(BaseModel):
+    """One node's verdict on the plan, and every rule that decided it, worst first."""
+
+    node: str
+    verdict: str
+    changes: list[PlannedChangeOut]
+    decisions: list[DecisionOut]
+
+    @classmethod
+    def of(cls, a: NodeAnswer) -> NodeWhatIfOut:
+        return cls(
+            node=a.node,
+            verdict=a.verdict,
+            changes=[PlannedChangeOut(component=c, current=n, planned=p) for c, n, p in a.changes],
+            decisions=[DecisionOut.of(d) for d in a.decisions],
+        )
+
+
+class PoolWhatIfOut(BaseModel):
+    """A pool's verdict (its worst node's) and its nodes'."""
+
+    pool: str
+    verdict: str
+    nodes: list[NodeWhatIfOut]
+
+    @classmethod
+    def of(cls, p: PoolAnswer) -> PoolWhatIfOut:
+        return cls(pool=p.pool, verdict=p.verdict, nodes=[NodeWhatIfOut.of(n) for n in p.nodes])
+
+
+class WhatIfOut(BaseModel):
+    """The answer to a planned change: `safe`, `review` or `blocked`, overall and per pool
+    and node."""
+
+    plan: dict[str, str]
+    verdict: str
+    pools: list[PoolWhatIfOut]
+
+    @classmethod
+    def of(cls, w: WhatIf) -> WhatIfOut:
+        return cls(
+            plan=dict(w.plan), verdict=w.verdict, pools=[PoolWhatIfOut.of(p) for p in w.pools]
         )

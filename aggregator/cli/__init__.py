@@ -22,6 +22,7 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     uncordon,
     validate,
     watch,
+    whatif,
 )
 from plumb.aggregator.cli.app import app
 

@@ -29,6 +29,7 @@ __all__ = [
     "recipe_tables",
     "validation_table",
     "watch_view",
+    "whatif_tables",
 ]
 
 # A connected node is `stale` past this without a report: the aggregator's
@@ -539,3 +540,64 @@ def gate_table(g: dict) -> Sheet:
         )
     sheet.notes = [escape(r) for r in g["reasons"]]
     return sheet
+
+
+# --- what-if before a rollout: `plumb whatif` ---------------------------------------------------
+
+_VERDICT_STYLE = {"blocked": "bold red", "review": "yellow", "safe": "green"}
+_VERDICT_ORDER = ("blocked", "review", "safe")
+
+
+def _verdict(verdict: str) -> str:
+    style = _VERDICT_STYLE.get(verdict)
+    return f"[{style}]{verdict}[/]" if style else escape(verdict)
+
+
+def whatif_tables(body: dict) -> list[Sheet]:
+    """A what-if answer (POST /v1/whatif): each pool's verdict, each node's with what would
+    change on it, then every rule that decided, once for all the nodes it holds on."""
+    plan = ", ".join(f"{c} {v}" for c, v in body["plan"].items())
+    nodes = [n | {"pool": p["pool"]} for p in body["pools"] for n in p["nodes"]]
+    pools = Sheet(
+        escape(f"what-if {plan}: ") + _verdict(body["verdict"]),
+        ["POOL", "VERDICT", "NODES"],
+        fixed=("POOL", "VERDICT"),
+    )
+    for p in body["pools"]:
+        counts = [sum(n["verdict"] == v for n in p["nodes"]) for v in _VERDICT_ORDER]
+        tally = ", ".join(f"{c} {v}" for c, v in zip(counts, _VERDICT_ORDER, strict=True) if c)
+        pools.rows.append([escape(p["pool"]), _verdict(p["verdict"]), tally])
+    per_node = Sheet(
+        "nodes", ["NODE", "POOL", "VERDICT", "CHANGE", "DECIDED BY"], fixed=("NODE", "VERDICT")
+    )
+    held: dict[tuple, list[str]] = {}
+    for n in nodes:
+        change = ", ".join(
+            f"{c['component']} {c['current'] or '-'} → {c['planned']}" for c in n["changes"]
+        )
+        rules = ", ".join(d["rule"] for d in n["decisions"] if d["verdict"] == n["verdict"])
+        per_node.rows.append(
+            [escape(n["node"]), escape(n["pool"]), _verdict(n["verdict"]), escape(change),
+             escape(rules) or "-"]
+        )  # fmt: skip
+        for d in n["decisions"]:
+            key = (d["verdict"], d["rule"], d["reason"], d["fix"], d["source"], d["already"])
+            held.setdefault(key, []).append(n["node"])
+    sheets = [pools, per_node]
+    if held:
+        decided = Sheet(
+            "rules that decided (already: holds on the live facts too)",
+            ["VERDICT", "RULE", "NODES", "REASON", "FIX", "SOURCE"],
+            fixed=("VERDICT",),
+        )
+        order = {v: i for i, v in enumerate(_VERDICT_ORDER)}
+        for (verdict, rule, reason, fix, source, already), names in sorted(
+            held.items(), key=lambda kv: (order.get(kv[0][0], 3), kv[0][1], kv[0][2])
+        ):
+            shown = ", ".join(names) if len(names) <= 3 else plural(len(names), "node")
+            decided.rows.append(
+                [_verdict(verdict), escape(rule), escape(shown),
+                 escape(reason + (" (already)" if already else "")), escape(fix), escape(source)]
+            )  # fmt: skip
+        sheets.append(decided)
+    return sheets

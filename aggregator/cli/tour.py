@@ -33,6 +33,9 @@ NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
     (f"gke-a100-{i}", "hgx-a100") for i in range(1, 3)
 ]
 UPGRADED_NODE, NEW_DRIVER = "eks-h100-1", "595.45.04"
+# A what-if of rolling the H100 pool back to R570: below the CUDA 12.9 runtime's minimum
+# driver (575.51.03), on a branch past its end of life and below the recipe's R580 floor.
+OLD_DRIVER = "570.195.03"
 # Its GPU 3 reports uncorrected ECC errors and its NCCL all-reduce runs at a third of peak.
 DEGRADED_NODE = "gke-a100-2"
 _TIMEOUT_S = 30.0
@@ -134,6 +137,22 @@ def _roll_back(out: Console, base: str, profile: Path, version: str) -> None:
         _wait("every drift finding to close", lambda: httpx.get(f"{base}/v1/drift").json() == [])
     closed = httpx.get(f"{base}/v1/drift", params={"include_closed": "true"}).json()
     out.print(f"drift cleared: {len(closed)} findings opened and closed, all kept as history")
+
+
+def _whatif(out: Console, base: str) -> None:
+    """Ask what two driver rollouts would do to the H100 pool: one blocked, one safe."""
+    pool = next(
+        r["pool"] for r in httpx.get(f"{base}/v1/nodes").json() if r["name"] == UPGRADED_NODE
+    )
+    out.print(f"\n[bold]What if[/] the pool {pool} took another driver? (nothing is changed)")
+    for driver, expected in ((OLD_DRIVER, 1), (NEW_DRIVER, 0)):
+        argv = ["whatif", "--driver", driver, "--pool", pool, "--server", base]
+        result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True)
+        out.print(f"$ plumb {' '.join(argv)}", markup=False, highlight=False)
+        out.print((result.stdout + result.stderr).rstrip(), markup=False, highlight=False)
+        out.print(f"exit code {result.returncode}")
+        if result.returncode != expected:
+            raise RuntimeError(f"plumb whatif --driver {driver} exited {result.returncode}")
 
 
 def _bundle(out: Console, base: str, workdir: Path) -> None:
@@ -257,6 +276,7 @@ def run_demo(out: Console, *, once: bool = False) -> int:
 
         old = _upgrade_and_watch_drift(out, base, profiles[UPGRADED_NODE])
         _roll_back(out, base, profiles[UPGRADED_NODE], old)
+        _whatif(out, base)
         _bundle(out, base, workdir)
         _validate(out, base, profiles[DEGRADED_NODE], admin_env)
 
@@ -278,6 +298,7 @@ def run_demo(out: Console, *, once: bool = False) -> int:
             f"{plumb} nodes --server {base}",
             f"{plumb} drift --server {base}",
             f"{plumb} recipe --node {UPGRADED_NODE} --server {base}",
+            f"{plumb} whatif --driver {OLD_DRIVER} --server {base}",
             f"PLUMB_API_TOKEN_FILE={admin_token} {plumb} validate --server {base}",
         ]
         out.print("\n[bold]Try[/]")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 from plumb.aggregator.drift.model import Observation
@@ -60,22 +61,45 @@ def recipe(facts: Facts, resolution: Resolution, rules: DriftRules) -> list[Obse
     return out
 
 
+@dataclass(frozen=True)
+class Cited:
+    """A constraint observation with the rule that made it and where that rule comes from:
+    the overlay or mixin that set a recipe constraint, or the table row a knowledge rule read."""
+
+    observation: Observation
+    rule: str
+    source: str
+
+
 def constraint(resolution: Resolution, rules: DriftRules) -> list[Observation]:
     """Recipe constraints that fail on the node, and the knowledge rules' findings."""
+    return [c.observation for c in cited_constraints(resolution, rules)]
+
+
+def cited_constraints(resolution: Resolution, rules: DriftRules) -> list[Cited]:
+    """`constraint`'s observations, each citing its rule; what-if shows the citations."""
     out = [
-        Observation(
-            "constraint",
-            str(c["name"]),
-            str(c.get("check") or ""),
-            str(c.get("detail") or ""),
-            c.get("severity") or rules.constraint.severity,
-            c.get("remediation") or rules.constraint.remediation,
+        Cited(
+            Observation(
+                "constraint",
+                str(c["name"]),
+                str(c.get("check") or ""),
+                str(c.get("detail") or ""),
+                c.get("severity") or rules.constraint.severity,
+                c.get("remediation") or rules.constraint.remediation,
+            ),
+            f"constraint:{c['name']}",
+            f"recipe {c['from']}",
         )
         for c in resolution.constraints
         if c.get("status") == "fail"
     ]
     out += [
-        Observation("constraint", f.rule, "", f.message, f.severity, f.remediation)
+        Cited(
+            Observation("constraint", f.rule, "", f.message, f.severity, f.remediation),
+            f.rule,
+            f.source,
+        )
         for f in resolution.findings
     ]
     return out

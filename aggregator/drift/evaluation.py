@@ -9,10 +9,13 @@ that caused them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from plumb.aggregator.drift import DriftEngine, PoolTally, Transitions
 from plumb.aggregator.recipes import Resolution, ResolutionCache, infer_criteria
 from plumb.aggregator.settings import RecipeSettings
 from plumb.aggregator.state.live import LiveState, NodeState
+from plumb.facts import Reading
 
 __all__ = ["Evaluator", "pool_name"]
 
@@ -94,13 +97,18 @@ class Evaluator:
         return out
 
     def _resolve(self, node: NodeState) -> Resolution:
+        return self.resolve_facts(node.facts)
+
+    def resolve_facts(self, facts: Mapping[str, Reading]) -> Resolution:
+        """The recipe of a node with these facts, as drift resolves it (what-if asks it of
+        facts with planned versions in place)."""
         criteria = infer_criteria(
-            node.facts,
+            facts,
             intent=self._settings.intent,
             platform=self._settings.platform,
             catalog=self._recipes.catalog,
         )
-        return self._recipes.resolve(criteria, node.facts)
+        return self._recipes.resolve(criteria, facts)
 
     def _refresh_pool(self, pool: str, skip: str) -> list[Transitions]:
         """Re-evaluate the pool findings of every member, but only if the majority moved."""

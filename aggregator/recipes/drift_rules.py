@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from string import Formatter
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -147,6 +147,20 @@ def _placeholders(template: str) -> set[str]:
     return {name for _, name, _, _ in Formatter().parse(template) if name is not None}
 
 
+def _check_templates(message: str, remediation: str, fields: frozenset[str]) -> None:
+    """Raise ValueError unless both templates parse and fill only ``fields``."""
+    for key, template in (("message", message), ("remediation", remediation)):
+        try:
+            unknown = _placeholders(template) - fields
+        except ValueError as exc:
+            raise ValueError(f"{key}: not a template ({exc})") from exc
+        if unknown:
+            raise ValueError(
+                f"{key}: unknown placeholder {{{min(unknown)}}}; this case fills "
+                + ", ".join(f"{{{f}}}" for f in sorted(fields))
+            )
+
+
 class KnowledgeCases(_Strict):
     cuda_runtime_below_mvc: KnowledgeCase
     cuda_runtime_below_full: KnowledgeCase
@@ -163,16 +177,7 @@ class KnowledgeCases(_Strict):
     @classmethod
     def _fills(cls, case: KnowledgeCase, info: ValidationInfo) -> KnowledgeCase:
         fields, from_row = CASE_FIELDS[str(info.field_name)]
-        for key in ("message", "remediation"):
-            try:
-                unknown = _placeholders(getattr(case, key)) - fields
-            except ValueError as exc:
-                raise ValueError(f"{key}: not a template ({exc})") from exc
-            if unknown:
-                raise ValueError(
-                    f"{key}: unknown placeholder {{{min(unknown)}}}; this case fills "
-                    + ", ".join(f"{{{f}}}" for f in sorted(fields))
-                )
+        _check_templates(case.message, case.remediation, fields)
         if from_row and case.source is not None:
             raise ValueError("source: this case cites the table row it read; give none")
         if not from_row and not case.source:
@@ -186,6 +191,78 @@ class KnowledgeRules(_Strict):
     fabric_evidence: Check
     # A fabric trained on every GPU: fabric manager ran, so not seeing it is no fault.
     fabric_trained: Check
+
+
+PlanVerdict = Literal["safe", "review", "blocked"]
+# A fact path a plan sets: `driver.driver_version`, or `nccl.libraries[].version` for each entry.
+_PLAN_FACT = r"^[a-z_]+(\.[a-z_]+|\[\]\.[a-z_]+)+$"
+
+
+class PlanComponent(_Strict):
+    """A component a what-if plan may name, and the facts its version sets."""
+
+    name: str = Field(pattern=r"^[a-z0-9-]+$")
+    facts: tuple[Annotated[str, Field(pattern=_PLAN_FACT)], ...] = Field(min_length=1)
+    with_it: tuple[Annotated[str, Field(pattern=_PLAN_FACT)], ...] = ()
+
+
+class UnknownCase(_Strict):
+    """What the rules cannot judge on a changed node: a review, with its texts as templates."""
+
+    message: str
+    remediation: str
+    source: str | None = None
+
+
+# Per unknown case of what-if (aggregator/drift/whatif.py): the template names it fills, and
+# whether it cites the recipe constraint it read (else the case names its source).
+UNKNOWN_FIELDS: dict[str, tuple[frozenset[str], bool]] = {
+    "constraint": (frozenset({"name", "detail"}), True),
+    "cuda_unlisted": (frozenset({"cuda"}), False),
+    "branch_unlisted": (frozenset({"branch", "driver"}), False),
+}
+
+
+class UnknownCases(_Strict):
+    constraint: UnknownCase
+    cuda_unlisted: UnknownCase
+    branch_unlisted: UnknownCase
+
+    @field_validator("*")
+    @classmethod
+    def _fills(cls, case: UnknownCase, info: ValidationInfo) -> UnknownCase:
+        fields, from_recipe = UNKNOWN_FIELDS[str(info.field_name)]
+        _check_templates(case.message, case.remediation, fields)
+        if from_recipe == (case.source is not None):
+            raise ValueError(
+                "source: give none, the recipe constraint is cited"
+                if from_recipe
+                else "source: this case reads no recipe, so it names its source"
+            )
+        return case
+
+
+class WhatIfRules(_Strict):
+    """How a planned change is judged: severity to verdict, the components, the unknowns."""
+
+    verdicts: dict[Severity, PlanVerdict]
+    unknown_rules: tuple[str, ...] = ()
+    components: tuple[PlanComponent, ...] = Field(min_length=1)
+    unknown: UnknownCases
+
+    @model_validator(mode="after")
+    def _complete(self) -> WhatIfRules:
+        missing = sorted(set(Severity.__args__) - set(self.verdicts))  # type: ignore[attr-defined]
+        if missing:
+            raise ValueError(f"verdicts: give one for {', '.join(missing)}")
+        names = [c.name for c in self.components]
+        if len(set(names)) != len(names):
+            raise ValueError("components: each name once")
+        return self
+
+    def component(self, name: str) -> PlanComponent | None:
+        """The plan component called ``name``, if there is one."""
+        return next((c for c in self.components if c.name == name), None)
 
 
 class OwnerRule(_Strict):
@@ -210,6 +287,7 @@ class DriftRules(_Strict):
     pool: PoolRule
     health: HealthRules
     knowledge: KnowledgeRules
+    whatif: WhatIfRules
     driver_owner: DriverOwnership
 
     @model_validator(mode="after")

@@ -31,6 +31,9 @@ def test_the_demo_runs_through_and_stops_everything_with_once(tmp_path):
     out = result.stdout
     assert "drift detected in" in out
     assert "drift cleared:" in out
+    # plumb whatif on the H100 pool: R570 blocked (exit 1), R595 safe (exit 0)
+    assert re.search(r"^what-if driver 570\.195\.03: blocked$(?s:.*?)^exit code 1$", out, re.M)
+    assert re.search(r"^what-if driver 595\.45\.04: safe$(?s:.*?)^exit code 0$", out, re.M)
     assert re.search(r"^OK: \d+ files match checksums.txt$", out, re.M)  # plumb verify
     assert "exit code 1: non-zero because gke-a100-2 failed" in out
     assert "Running until Ctrl-C" not in out and "Try" not in out  # no links to a stopped server

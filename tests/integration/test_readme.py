@@ -71,6 +71,8 @@ HOW: dict[str, How] = {
     "plumb drift": How("run"),  # a fresh dgx-h100 on its recipe: nothing critical, exit 0
     "plumb drift --include-closed --since 2d": How("run"),
     "plumb changes --since 24h": How("run"),
+    # sim-1 (dgx-h100, CUDA 12.9) on R590: a new-feature branch (info), above every minimum
+    "plumb whatif --driver 590.44.01 --pool eks/h100/ubuntu/any/any": How("run"),
     "plumb baseline accept NODE": How("run"),
     "plumb node NODE": How("run"),
     "plumb recipe --node NODE": How("run"),

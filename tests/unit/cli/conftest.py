@@ -27,14 +27,23 @@ class FakeApi:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict]] = []
+        self.bodies: list[dict | None] = []
         self.servers: list[str] = []
         self.headers: list[dict] = []
         self.answers: dict[str, object] = {}
 
     def __call__(
-        self, server: str, path: str, *, params: dict | None = None, method: str = "GET", **_
+        self,
+        server: str,
+        path: str,
+        *,
+        params: dict | None = None,
+        method: str = "GET",
+        body: dict | None = None,
+        **_,
     ):
         self.calls.append((path, dict(params or {})))
+        self.bodies.append(body)
         self.servers.append(server)
         self.headers.append(connection()["headers"])
         if path in self.answers:
@@ -47,7 +56,16 @@ class FakeApi:
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
-    for name in ("nodes", "node", "drift", "recipe", "baseline", "validate", "changes"):
+    for name in (
+        "nodes",
+        "node",
+        "drift",
+        "recipe",
+        "baseline",
+        "validate",
+        "changes",
+        "whatif",
+    ):
         monkeypatch.setattr(
             importlib.import_module(f"plumb.aggregator.cli.{name}"), "api_json", fake
         )
