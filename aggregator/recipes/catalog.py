@@ -319,7 +319,8 @@ class _Loader:
 
     def error(self) -> RecipeError:
         shown = "\n  ".join(self.problems)
-        return RecipeError(f"{len(self.problems)} problem(s) in recipes at {self.root}:\n  {shown}")
+        where = f"{self.root}" + (f" with {self.data} merged" if self.data else "")
+        return RecipeError(f"{len(self.problems)} problem(s) in recipes at {where}:\n  {shown}")
 
     def unique(self, docs: list[tuple[M, _Doc]], what: str) -> dict[str, tuple[M, _Doc]]:
         out: dict[str, tuple[M, _Doc]] = {}
