@@ -124,7 +124,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
     the caller has opened the ports. A broken recipe file stops start-up (RecipeError):
     never serve half a catalog.
     """
-    catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir)
+    catalog = await asyncio.to_thread(load_catalog, settings.recipes.dir, settings.recipes.data)
     try:
         store = await asyncio.to_thread(
             Store, settings.db, replica=settings.replica.name, exclusive=True

@@ -151,6 +151,8 @@ class RecipeSettings(BaseModel):
 
     # The recipes/ tree; None means the one shipped beside the aggregator.
     dir: Path | None = None
+    # A folder merged over it (AICR's --data): same-named files replace, registry.yaml merges.
+    data: Path | None = None
     # Workload intent and platform are not visible in facts: the cluster's operators say.
     intent: str = "any"
     platform: str = "any"

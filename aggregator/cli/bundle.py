@@ -1,4 +1,5 @@
-"""`plumb bundle` (ask the aggregator for a bundle) and `plumb verify` (check one, offline)."""
+"""`plumb bundle` (ask the aggregator for a bundle, or build it here with `--data DIR` merged
+over the shipped recipes) and `plumb verify` (check one, offline)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ import typer
 
 from plumb.aggregator.cli import choices
 from plumb.aggregator.cli.app import ServerOpt, app, connection, err, out, refused, unreachable
-from plumb.aggregator.cli.recipe import Accelerator, Intent, Node, Os, Platform, Service
+from plumb.aggregator.cli.recipe import (
+    Accelerator,
+    DataDir,
+    Intent,
+    Node,
+    Os,
+    Platform,
+    Service,
+    load_data,
+)
 from plumb.aggregator.cli.render import plural
 from plumb.aggregator.errors import EXIT_CODES
 
@@ -49,6 +59,7 @@ def bundle(
         str | None, typer.Option(help="Git repo of the bundle (argocd, flux)")
     ] = None,
     repo_branch: str = "main",
+    data: DataDir = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="replace the contents of a non-empty output folder"),
@@ -87,17 +98,20 @@ def bundle(
         body["criteria"] = dict(
             service=service, accelerator=accelerator, os=os, intent=intent, platform=platform
         )
-    data, files = _post(server, body)
+    if data and node:
+        err.print("--data builds here from recipe files; --node needs the aggregator's facts")
+        raise typer.Exit(EXIT_CODES["invalid_input"])
+    archive, files = _build_here(data, body) if data else _post(server, body)
     if folder:
         from plumb.aggregator.bundle import unpack
 
         if output.is_dir():
             _empty(output)
-        unpack(data, output)
+        unpack(archive, output)
     else:
-        output.write_bytes(data)
+        output.write_bytes(archive)
     err.print(
-        f"wrote {plural(files, 'file')} to {output} ({len(data) / 1024:.1f} KiB archived)",
+        f"wrote {plural(files, 'file')} to {output} ({len(archive) / 1024:.1f} KiB archived)",
         markup=False,
     )
 
@@ -109,6 +123,36 @@ def _empty(folder: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
+
+
+def _build_here(data: Path, body: dict) -> tuple[bytes, int]:
+    """The bundle the aggregator would build for `body`, built here from the shipped recipes
+    with `data` merged over them."""
+    from plumb.aggregator.bundle import BundleOptions, Recipe, build, parse_recipe
+    from plumb.aggregator.errors import PlumbError
+    from plumb.aggregator.recipes import Criteria, resolve
+
+    catalog = load_data(data)
+    try:
+        options = BundleOptions.parse(
+            body["deployer"],
+            set=body["set"],
+            system_node_selector=body["system_node_selector"],
+            system_tolerations=body["system_tolerations"],
+            accelerated_node_selector=body["accelerated_node_selector"],
+            accelerated_tolerations=body["accelerated_tolerations"],
+            repo_url=body["repo_url"],
+            repo_branch=body["repo_branch"],
+        )
+        if "recipe" in body:
+            source = parse_recipe(body["recipe"], catalog)
+        else:
+            source = Recipe.of(resolve(catalog, Criteria(**body["criteria"])))
+        bundle = build(source, catalog, options)
+    except PlumbError as exc:
+        err.print(str(exc) + (f"\nhint: {exc.hint}" if exc.hint else ""), markup=False)
+        raise typer.Exit(EXIT_CODES[exc.code]) from exc
+    return bundle.archive(body["format"]), len(bundle.files)
 
 
 def _post(server: str, body: dict) -> tuple[bytes, int]:

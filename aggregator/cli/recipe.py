@@ -1,5 +1,9 @@
 """`plumb recipe` and `plumb query`: resolved recipes, by criteria, from a node's facts or
-from an AICR snapshot."""
+from an AICR snapshot; `plumb recipe list`: the catalog's overlays and whether they resolve.
+
+With `--data DIR` (AICR's external catalog) the recipe is resolved here, from the shipped
+recipes with DIR merged over them, rather than by the aggregator, which knows only its own.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,16 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
 from plumb.aggregator.cli import choices
 from plumb.aggregator.cli.app import Output, OutputOpt, ServerOpt, api_json, app, err
 from plumb.aggregator.cli.output import emit
-from plumb.aggregator.cli.render import recipe_tables
+from plumb.aggregator.cli.render import Sheet, recipe_tables
 from plumb.aggregator.errors import EXIT_CODES, PlumbError
+
+recipe_app = typer.Typer(no_args_is_help=False, add_completion=False)
+app.add_typer(recipe_app, name="recipe")
 
 Node = Annotated[str | None, typer.Option(help="resolve from this node's live facts")]
 
@@ -44,6 +52,16 @@ CriteriaFile = Annotated[
         exists=True,
         dir_okay=False,
         help="an AICR RecipeCriteria file (YAML or JSON); flags other than `any` override it",
+    ),
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data",
+        exists=True,
+        file_okay=False,
+        help="a recipe folder merged over the shipped recipes (same-named files replace"
+        " theirs, registry.yaml merges by component); resolves here, not on the aggregator",
     ),
 ]
 SnapshotFile = Annotated[
@@ -101,8 +119,38 @@ def _fetch(
     return api_json(server, "/v1/recipe", params=criteria)
 
 
-@app.command()
+def load_data(data: Path | None):
+    """The catalog with `data` merged over the shipped recipes; exit 2 listing every problem
+    in DIR by file, line and key."""
+    from plumb.aggregator.recipes import RecipeError, load_catalog
+
+    try:
+        return load_catalog(data=data)
+    except RecipeError as exc:
+        typer.echo(str(exc), err=True)  # whole lines: each names a file, line and key
+        raise typer.Exit(EXIT_CODES["invalid_input"]) from exc
+
+
+def resolve_here(data: Path, snapshot: Path | None, criteria: dict[str, Any]) -> dict[str, Any]:
+    """The recipe resolved in this process from the shipped recipes with `data` merged."""
+    from plumb.aggregator.aicr import resolve_snapshot
+    from plumb.aggregator.recipes import Criteria, ResolutionCache, resolve
+
+    catalog = load_data(data)
+    try:
+        if snapshot:
+            return resolve_snapshot(
+                ResolutionCache(catalog), _document(snapshot), criteria
+            ).to_dict()
+        return resolve(catalog, Criteria(**criteria)).to_dict()
+    except PlumbError as exc:
+        err.print(str(exc) + (f"\nhint: {exc.hint}" if exc.hint else ""), markup=False)
+        raise typer.Exit(EXIT_CODES[exc.code]) from exc
+
+
+@recipe_app.callback(invoke_without_command=True)
 def recipe(
+    ctx: typer.Context,
     server: ServerOpt = "http://127.0.0.1:8080",
     node: Node = None,
     service: Service = "any",
@@ -112,17 +160,63 @@ def recipe(
     platform: Platform = "any",
     criteria_file: CriteriaFile = None,
     snapshot: SnapshotFile = None,
+    data: DataDir = None,
     output: OutputOpt = Output.table,
 ) -> None:
     """The recipe for criteria (flags, an AICR criteria file or an AICR snapshot), or for
-    --node's live facts."""
+    --node's live facts; `plumb recipe list` lists the overlays."""
+    if ctx.invoked_subcommand is not None:
+        return
     if sum(x is not None for x in (node, criteria_file, snapshot)) > 1:
         err.print("give at most one of --node, --criteria and --snapshot")
+        raise typer.Exit(EXIT_CODES["invalid_input"])
+    if node and data:
+        err.print("--data resolves here from recipe files; --node needs the aggregator's facts")
         raise typer.Exit(EXIT_CODES["invalid_input"])
     flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
     criteria: dict[str, Any] = _criteria_file(criteria_file) if criteria_file else {}
     criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
-    emit(_fetch(server, node, snapshot, criteria), output, recipe_tables)
+    if data:
+        body = resolve_here(data, snapshot, criteria)
+    else:
+        body = _fetch(server, node, snapshot, criteria)
+    emit(body, output, recipe_tables)
+
+
+@recipe_app.command("list")
+def recipe_list(data: DataDir = None, output: OutputOpt = Output.table) -> None:
+    """Every overlay of the recipes (with --data merged), its criteria, and whether asking
+    for those criteria resolves to a recipe that applies it."""
+    from plumb.aggregator.recipes import list_overlays
+
+    rows = [row.to_dict() for row in list_overlays(load_data(data))]
+    emit(rows, output, _list_table)
+
+
+def _list_table(rows: list[dict[str, Any]]) -> list[Sheet]:
+    sheet = Sheet(
+        f"{len(rows)} overlays",
+        ["OVERLAY", "CRITERIA", "MIXINS", "RESOLVES", "COMPONENTS"],
+        fixed=("OVERLAY", "RESOLVES"),
+    )
+    for row in rows:
+        crit = ", ".join(f"{k}={v}" for k, v in row["criteria"].items()) or "any"
+        if not row["resolves"]:
+            state = f"[red]no[/]: {escape(row['problem'])}"
+        elif row["warnings"] and row["name"] != "base":
+            state = f"[yellow]yes[/], {len(row['warnings'])} warning(s)"
+        else:
+            state = "[green]yes[/]"
+        sheet.rows.append(
+            [
+                escape(row["name"]),
+                escape(crit),
+                escape(", ".join(row["mixins"]) or "-"),
+                state,
+                str(row["components"]),
+            ]
+        )
+    return [sheet]
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,6 +19,15 @@ def serve(
     db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite file)")] = None,
     log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = None,
     log_format: Annotated[LogFormat | None, typer.Option(help="text or json lines")] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            exists=True,
+            file_okay=False,
+            help="a recipe folder merged over the shipped recipes (env PLUMB_RECIPES__DATA)",
+        ),
+    ] = None,
     insecure_agents: Annotated[
         bool,
         typer.Option(
@@ -44,7 +54,10 @@ def serve(
         "insecure_agents": insecure_agents or None,  # unset: PLUMB_INSECURE_AGENTS may say
     }
     try:
-        settings = AggregatorSettings(**{k: v for k, v in flags.items() if v is not None})
+        given = {k: v for k, v in flags.items() if v is not None}
+        if data is not None:  # merged with the other PLUMB_RECIPES__* settings, not over them
+            given["recipes"] = {"data": data}
+        settings = AggregatorSettings(**given)
     except ValidationError as exc:
         err.print(f"plumb serve: invalid settings:\n{exc}")
         raise typer.Exit(2) from exc

@@ -12,6 +12,7 @@ from plumb.aggregator.recipes.criteria import (
     infer_criteria,
 )
 from plumb.aggregator.recipes.knowledge import Finding
+from plumb.aggregator.recipes.listing import OverlayHealth, list_overlays
 from plumb.aggregator.recipes.query import select
 from plumb.aggregator.recipes.resolve import Resolution, resolve
 from plumb.aggregator.recipes.versions import (
@@ -29,6 +30,7 @@ __all__ = [
     "Expression",
     "ExpressionError",
     "Finding",
+    "OverlayHealth",
     "RecipeError",
     "Resolution",
     "ResolutionCache",
@@ -36,6 +38,7 @@ __all__ = [
     "check_criteria",
     "compare",
     "infer_criteria",
+    "list_overlays",
     "load_catalog",
     "parse_version",
     "resolve",

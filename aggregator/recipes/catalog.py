@@ -3,6 +3,11 @@
 Loading is all or nothing: every problem in every file is collected, each as
 ``file:line: key: message``, and raised together as one RecipeError, so the aggregator refuses
 to start rather than serve half a catalog. Line numbers come from YAML node marks.
+
+An external data folder (``--data DIR``, as AICR's) is merged over the shipped tree: a file at
+the same path (``overlays/eks.yaml``, ``criteria.yaml``, ``knowledge/gpus.yaml``) replaces the
+shipped one, new files add, and ``registry.yaml`` merges by component name. Its problems are
+reported under the folder's own path, so they name the user's file.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class Catalog:
     component_images: tuple[schema.ComponentImageRow, ...] = ()
     checks: Checks = field(default_factory=lambda: Checks({}, {}))
     xids: Mapping[int, schema.XidRow] = field(default_factory=dict)
+    data: Path | None = None  # the external data folder merged over ``root``, if any
     _by_name: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
     _by_pci: dict[str, schema.GpuRow] = field(default_factory=dict, init=False, repr=False)
 
@@ -111,9 +117,10 @@ class Catalog:
         return tuple(reversed(out))
 
 
-def load_catalog(root: Path | None = None) -> Catalog:
-    """Load and validate the recipes under ``root`` (default: the shipped ``recipes/``)."""
-    return _Loader(root or default_root()).load()
+def load_catalog(root: Path | None = None, data: Path | None = None) -> Catalog:
+    """Load and validate the recipes under ``root`` (default: the shipped ``recipes/``),
+    with the folder ``data`` merged over them when given."""
+    return _Loader(root or default_root(), data).load()
 
 
 @dataclass
@@ -137,16 +144,27 @@ def _dotted(loc: Iterable[str | int]) -> str:
 
 
 class _Loader:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, data: Path | None = None):
         self.root = root
+        self.data = data
         self.problems: list[str] = []
         self.sha = hashlib.sha256()
+
+    def locate(self, rel: str) -> tuple[Path, str]:
+        """Where ``rel`` is read from, and the name problems give it: the data folder's file
+        (by its own path) when it has one, else the shipped one (by ``rel``)."""
+        if self.data is not None and (self.data / rel).is_file():
+            return self.data / rel, (self.data / rel).as_posix()
+        return self.root / rel, rel
 
     def problem(self, doc: _Doc, loc: Loc, message: str) -> None:
         self.problems.append(f"{doc.rel}:{doc.line(loc)}: {_dotted(loc)}: {message}")
 
-    def read(self, path: Path, model: type[M]) -> tuple[M, _Doc] | None:
-        rel = path.relative_to(self.root).as_posix()
+    def read(self, rel: str, model: type[M]) -> tuple[M, _Doc] | None:
+        """``rel`` (a path under the recipe tree) validated as ``model``, after the data folder."""
+        return self.read_at(*self.locate(rel), model)
+
+    def read_at(self, path: Path, rel: str, model: type[M]) -> tuple[M, _Doc] | None:
         if not path.is_file():
             self.problems.append(f"{rel}:1: (file): missing")
             return None
@@ -198,33 +216,57 @@ class _Loader:
                 self._index(doc, item, (*loc, i))
 
     def read_dir(self, folder: str, model: type[M]) -> list[tuple[M, _Doc]]:
-        paths = sorted((self.root / folder).glob("*.yaml"))
-        if not paths:
+        roots = [self.root] if self.data is None else [self.root, self.data]
+        names = sorted({p.name for r in roots for p in (r / folder).glob("*.yaml")})
+        if not names:
             self.problems.append(f"{folder}/:1: (directory): no .yaml files")
-        return [loaded for p in paths if (loaded := self.read(p, model)) is not None]
+        return [loaded for n in names if (loaded := self.read(f"{folder}/{n}", model)) is not None]
+
+    def read_registry(self) -> list[tuple[schema.RegistryComponent, _Doc, int]] | None:
+        """Every registry entry with where it is written: the shipped registry's, then the
+        data folder's, which replace same-named shipped entries and add the rest."""
+        layers = [self.read_at(self.root / "registry.yaml", "registry.yaml", schema.Registry)]
+        if self.data is not None and (self.data / "registry.yaml").is_file():
+            path = self.data / "registry.yaml"
+            layers.append(self.read_at(path, path.as_posix(), schema.Registry))
+        if None in layers:
+            return None
+        merged: dict[str, tuple[schema.RegistryComponent, _Doc, int]] = {}
+        for registry, doc in [x for x in layers if x is not None]:
+            seen: set[str] = set()
+            for i, comp in enumerate(registry.components):
+                if comp.name in seen:
+                    self.problem(
+                        doc, ("components", i, "name"), f"duplicate component {comp.name!r}"
+                    )
+                seen.add(comp.name)
+                merged.pop(comp.name, None)
+                merged[comp.name] = (comp, doc, i)
+        return list(merged.values())
 
     def load(self) -> Catalog:
         if not self.root.is_dir():
             raise RecipeError(f"recipe directory not found: {self.root}")
-        knowledge = self.root / "knowledge"
-        criteria = self.read(self.root / "criteria.yaml", schema.CriteriaValues)
-        registry = self.read(self.root / "registry.yaml", schema.Registry)
+        if self.data is not None and not self.data.is_dir():
+            raise RecipeError(f"recipe data folder not found: {self.data}")
+        criteria = self.read("criteria.yaml", schema.CriteriaValues)
+        registry = self.read_registry()
         overlays = self.read_dir("overlays", schema.Overlay)
         mixins = self.read_dir("mixins", schema.Mixin)
-        cuda = self.read(knowledge / "cuda_driver.yaml", schema.CudaDriverTable)
-        branches = self.read(knowledge / "driver_branches.yaml", schema.DriverBranchTable)
-        gpus = self.read(knowledge / "gpus.yaml", schema.GpuTable)
-        known_bad = self.read(knowledge / "known_bad.yaml", schema.KnownBadTable)
-        images = self.read(knowledge / "component_images.yaml", schema.ComponentImageTable)
-        xids = self.read(knowledge / "xids.yaml", schema.XidTable)
-        drift = self.read(self.root / "drift.yaml", DriftRules)
+        cuda = self.read("knowledge/cuda_driver.yaml", schema.CudaDriverTable)
+        branches = self.read("knowledge/driver_branches.yaml", schema.DriverBranchTable)
+        gpus = self.read("knowledge/gpus.yaml", schema.GpuTable)
+        known_bad = self.read("knowledge/known_bad.yaml", schema.KnownBadTable)
+        images = self.read("knowledge/component_images.yaml", schema.ComponentImageTable)
+        xids = self.read("knowledge/xids.yaml", schema.XidTable)
+        drift = self.read("drift.yaml", DriftRules)
         checks = self.check_checks(self.read_dir("checks", CheckFile))
         loaded = (criteria, registry, cuda, branches, gpus, known_bad, images, xids, drift)
         if None in loaded or self.problems:
             raise self.error()
         assert criteria and registry and cuda and branches and gpus and known_bad and images
         assert xids and drift
-        components = self.check_registry(*registry)
+        components = self.check_registry(registry)
         gpu_rows = gpus[0].rows
         allowed = {
             "service": {"any", *criteria[0].service},
@@ -238,7 +280,8 @@ class _Loader:
         for mixin, doc in mixins:
             self.check_patches(doc, mixin.components, components)
         self.check_overlays(overlays, overlay_map, mixin_map, components, allowed)
-        self.check_accelerator_overlays(gpus[1], gpu_rows, overlay_map)
+        self.check_refused(criteria[1], criteria[0], allowed)
+        self.check_value_overlays(criteria, gpus, overlay_map)
         self.check_cycles(registry, overlays + mixins)
         self.check_unique_rows(gpus[1], "gpu", [(r.model,) for r in gpu_rows])
         self.check_unique_rows(
@@ -271,11 +314,13 @@ class _Loader:
             component_images=images[0].rows,
             checks=checks,
             xids={r.code: r for r in xids[0].rows},
+            data=self.data,
         )
 
     def error(self) -> RecipeError:
         shown = "\n  ".join(self.problems)
-        return RecipeError(f"{len(self.problems)} problem(s) in recipes at {self.root}:\n  {shown}")
+        where = f"{self.root}" + (f" with {self.data} merged" if self.data else "")
+        return RecipeError(f"{len(self.problems)} problem(s) in recipes at {where}:\n  {shown}")
 
     def unique(self, docs: list[tuple[M, _Doc]], what: str) -> dict[str, tuple[M, _Doc]]:
         out: dict[str, tuple[M, _Doc]] = {}
@@ -289,14 +334,10 @@ class _Loader:
         return out
 
     def check_registry(
-        self, registry: schema.Registry, doc: _Doc
+        self, entries: list[tuple[schema.RegistryComponent, _Doc, int]]
     ) -> dict[str, schema.RegistryComponent]:
-        out: dict[str, schema.RegistryComponent] = {}
-        for i, comp in enumerate(registry.components):
-            if comp.name in out:
-                self.problem(doc, ("components", i, "name"), f"duplicate component {comp.name!r}")
-            out[comp.name] = comp
-        for i, comp in enumerate(registry.components):
+        out = {comp.name: comp for comp, _, _ in entries}
+        for comp, doc, i in entries:
             for j, dep in enumerate(comp.dependencies):
                 if dep not in out:
                     loc = ("components", i, "dependencies", j)
@@ -368,18 +409,16 @@ class _Loader:
 
     def check_cycles(
         self,
-        registry: tuple[schema.Registry, _Doc],
+        registry: list[tuple[schema.RegistryComponent, _Doc, int]],
         layers: list[tuple[Any, _Doc]],
     ) -> None:
         """Reject any dependency cycle over the union of every declared edge."""
         edges: dict[str, set[str]] = {}
         where: dict[tuple[str, str], tuple[_Doc, Loc]] = {}
-        for i, comp in enumerate(registry[0].components):
+        for comp, doc, i in registry:
             for j, dep in enumerate(comp.dependencies):
                 edges.setdefault(comp.name, set()).add(dep)
-                where.setdefault(
-                    (comp.name, dep), (registry[1], ("components", i, "dependencies", j))
-                )
+                where.setdefault((comp.name, dep), (doc, ("components", i, "dependencies", j)))
         for layer, doc in layers:
             for i, patch in enumerate(layer.components):
                 for j, dep in enumerate(patch.dependencies or ()):
@@ -410,25 +449,63 @@ class _Loader:
                     self.problem(doc, loc, "pcie_link needs a pcie_lane_gbps table")
         return Checks(by_id, lanes)
 
-    def check_accelerator_overlays(
+    def check_refused(
+        self, doc: _Doc, criteria: schema.CriteriaValues, allowed: Mapping[str, set[str]]
+    ) -> None:
+        """A refused value is not also an allowed one."""
+        for key, values in criteria.refused.items():
+            for value in sorted(set(values) & allowed[key]):
+                self.problem(doc, ("refused", key, value), f"{key} {value!r} is also allowed")
+
+    def check_value_overlays(
         self,
-        doc: _Doc,
-        rows: tuple[schema.GpuRow, ...],
+        criteria: tuple[schema.CriteriaValues, _Doc],
+        gpus: tuple[schema.GpuTable, _Doc],
         overlays: Mapping[str, tuple[schema.Overlay, _Doc]],
     ) -> None:
-        """Every accelerator the criteria accept has its own overlay (`accelerator: KEY` only),
-        so no accepted accelerator silently resolves to the base recipe."""
-        covered = {
-            o.criteria.accelerator
-            for o, _ in overlays.values()
-            if specificity_keys(o.criteria) == {"accelerator"}
-        }
+        """Every value the criteria accept is backed by an overlay that changes something, so
+        no accepted value silently resolves to the recipe of ``any``.
+
+        Service, accelerator, os and platform each need an overlay pinning that key alone
+        (so asking for the value alone changes the recipe); an intent, which AICR's overlays
+        pin only together with a service, needs some overlay pinning it.
+        """
+        backed: dict[str, set[str]] = {k: set() for k in CRITERIA_KEYS}
+        for overlay, doc in overlays.values():
+            pinned = specificity_keys(overlay.criteria)
+            if not (overlay.components or overlay.constraints or overlay.mixins):
+                if pinned:
+                    self.problem(
+                        doc,
+                        ("criteria",),
+                        "the overlay changes nothing: give it "
+                        "components, constraints or mixins, or remove it",
+                    )
+                continue
+            for key in pinned:
+                if pinned == {key} or key == "intent":
+                    backed[key].add(getattr(overlay.criteria, key))
+        values, doc = criteria
+        for key in ("service", "os", "intent", "platform"):
+            for i, value in enumerate(getattr(values, key)):
+                if value not in backed[key]:
+                    hint = (
+                        "an overlay pinning it"
+                        if key == "intent"
+                        else f"overlays/{value}.yaml with criteria {{{key}: {value}}}"
+                    )
+                    self.problem(
+                        doc,
+                        (key, i),
+                        f"{key} {value!r} changes no recipe; add {hint} or move it to refused",
+                    )
+        rows, gdoc = gpus[0].rows, gpus[1]
         for i, row in enumerate(rows):
-            if row.accelerator not in covered:
-                covered.add(row.accelerator)  # one problem per accelerator
+            if row.accelerator not in backed["accelerator"]:
+                backed["accelerator"].add(row.accelerator)  # one problem per accelerator
                 loc = ("rows", i, "accelerator")
                 self.problem(
-                    doc,
+                    gdoc,
                     loc,
                     f"accelerator {row.accelerator!r} has no overlay; add overlays/"
                     f"{row.accelerator}.yaml with criteria {{accelerator: {row.accelerator}}}",

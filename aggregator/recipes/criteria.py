@@ -42,17 +42,33 @@ class Criteria:
 
 
 def check_criteria(catalog: Catalog, criteria: Criteria) -> None:
-    """Raise CriteriaError naming the allowed values when a criteria value is unknown."""
+    """Raise CriteriaError naming the allowed values when a criteria value is unknown, says
+    why when it is one the recipes refuse, and refuses a node count no overlay depends on."""
     allowed = catalog.allowed_values()
     for key in CRITERIA_KEYS:
         value = getattr(criteria, key)
-        if value not in allowed[key]:
+        if value in allowed[key]:
+            continue
+        choices = ", ".join(allowed[key])
+        why = catalog.criteria.refused.get(key, {}).get(value)  # type: ignore[call-overload]
+        if why:
             raise CriteriaError(
-                f"unknown {key} {value!r}; allowed: {', '.join(allowed[key])}",
-                hint=f"one of {', '.join(allowed[key])}",
+                f"{key} {value!r} is not supported: {why}; supported: {choices}",
+                hint=f"one of {choices}",
             )
+        raise CriteriaError(
+            f"unknown {key} {value!r}; allowed: {choices}", hint=f"one of {choices}"
+        )
     if criteria.nodes < 0:
         raise CriteriaError(f"nodes must be >= 0, got {criteria.nodes}")
+    sizes = sorted({o.criteria.nodes for o in catalog.overlays.values() if o.criteria.nodes})
+    if criteria.nodes and not any(size <= criteria.nodes for size in sizes):
+        pinned = ", ".join(map(str, sizes)) or "none"
+        raise CriteriaError(
+            f"nodes {criteria.nodes} changes no recipe: no overlay applies from that cluster"
+            f" size (overlays pin nodes: {pinned})",
+            hint="leave nodes out (or 0)" + (f", or give at least {sizes[0]}" if sizes else ""),
+        )
 
 
 @cache

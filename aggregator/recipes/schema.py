@@ -176,6 +176,10 @@ class CriteriaValues(Strict):
     service_by_instance_prefix: dict[str, str]
     fallback_service: str
     os_by_id: dict[str, str]
+    # Values AICR takes that these recipes refuse, each with the reason: {key: {value: why}}.
+    refused: dict[
+        Literal["service", "accelerator", "os", "intent", "platform"], dict[str, str]
+    ] = {}
 
 
 class Sourced(Strict):
