@@ -91,8 +91,9 @@ class Core:
         # The Kubernetes side; None outside a cluster without a kubeconfig (the demo).
         self._cluster = cluster
 
-    def metrics_page(self) -> bytes:
-        """The /metrics page: registry families and the cached per-node series."""
+    def metrics_page(self) -> list[bytes]:
+        """The /metrics page in pieces: registry families, then the per-node families
+        rendered as nodes changed (a scrape joins cached bytes)."""
         return self._page.render()
 
     def recipe_for_node(self, name: str) -> Resolution:

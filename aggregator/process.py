@@ -38,7 +38,6 @@ from plumb.aggregator.metrics.collectors import (
     IngestMetrics,
     LeaderCollector,
     MetricsPage,
-    NodeSeries,
     PrunedRows,
     RemediationActions,
     ScheduleMetrics,
@@ -46,6 +45,7 @@ from plumb.aggregator.metrics.collectors import (
     ValidationResults,
     new_registry,
 )
+from plumb.aggregator.metrics.nodes import NodeSeries
 from plumb.aggregator.metrics.sensors import SensorSeries
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import AggregatorSettings, TlsSettings
@@ -155,6 +155,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         writer,
         evaluator,
         drift_metrics.count,
+        page.touched,
         utcnow,
         replica=settings.replica.name,
         write_heartbeats=shared,
