@@ -96,8 +96,9 @@ class Core:
         # Rollout gates per pool (GET /v1/gates); also read by plumb_gate_open.
         self.gates = gates
 
-    def metrics_page(self) -> bytes:
-        """The /metrics page: registry families and the cached per-node series."""
+    def metrics_page(self) -> list[bytes]:
+        """The /metrics page in pieces: registry families, then the per-node families
+        rendered as nodes changed (a scrape joins cached bytes)."""
         return self._page.render()
 
     def recipe_for_node(self, name: str) -> Resolution:

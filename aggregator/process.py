@@ -39,7 +39,6 @@ from plumb.aggregator.metrics.collectors import (
     IngestMetrics,
     LeaderCollector,
     MetricsPage,
-    NodeSeries,
     PrunedRows,
     RemediationActions,
     ScheduleMetrics,
@@ -48,6 +47,7 @@ from plumb.aggregator.metrics.collectors import (
     new_registry,
 )
 from plumb.aggregator.metrics.gates import GateCollector
+from plumb.aggregator.metrics.nodes import NodeSeries
 from plumb.aggregator.metrics.sensors import SensorSeries
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import AggregatorSettings, TlsSettings
@@ -157,6 +157,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         writer,
         evaluator,
         drift_metrics.count,
+        page.touched,
         utcnow,
         replica=settings.replica.name,
         write_heartbeats=shared,

@@ -18,6 +18,9 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
   latency   --probes driver changes on probe agents: agent notices → /metrics shows it, and
             → /v1/drift?node= shows the new observed version, p50/p99;
   api       GET /v1/nodes and GET /v1/nodes/{name} latency while the fleet streams;
+  scrape-while-changing  --scrape-window-s: /metrics scraped back to back while probe
+            agents change facts: scrape p50/p99 and bytes, change → /metrics, and delta → Ack
+            without and with the scraper running;
   storm     --storm sigterm|sigkill: the aggregator is stopped with every agent connected
             and restarted on the same database; time until /v1/nodes shows all connected.
 
@@ -117,15 +120,22 @@ def _clients():
 
     class CountingClient(StreamClient):
         """The real StreamClient, counting the serialized bytes it sends, its attempts (each
-        Hello) and when it last got a Welcome (its report starts right after)."""
+        Hello) and when it last got a Welcome (its report starts right after); and, while
+        `ack_s` is a list, how long each delta waited for its Ack."""
 
         sent_bytes = 0
         attempts = 0
         welcomed_at = 0.0
+        ack_s: list[float] | None = None
 
         async def _send(self, call, msg):
             CountingClient.sent_bytes += msg.ByteSize()
+            if self.ack_s is not None and msg.WhichOneof("message") == "delta":
+                self._delta_sent = (msg.delta.seq, time.perf_counter())
             await super()._send(call, msg)
+
+        async def _read(self, call):
+            await super()._read(_AckTimer(call, self))
 
         async def _session(self, channel, stop):
             self.attempts += 1
@@ -148,6 +158,24 @@ def _clients():
                 await woken(self._resync, timeout_s=RESEND_S)
 
     return CountingClient, FullResendClient
+
+
+class _AckTimer:
+    """A stream call whose reads time the Ack of the client's last delta (the reporter
+    sends one at a time, so one pending delta per client is enough)."""
+
+    def __init__(self, call, client):
+        self._call, self._client = call, client
+
+    async def read(self):
+        msg = await self._call.read()
+        client = self._client
+        if client.ack_s is not None and getattr(msg, "WhichOneof", None) is not None:
+            pending = getattr(client, "_delta_sent", None)
+            if msg.WhichOneof("message") == "ack" and pending and pending[0] == msg.ack.seq:
+                client.ack_s.append(time.perf_counter() - pending[1])
+                client._delta_sent = None
+        return msg
 
 
 class Node:
@@ -683,6 +711,86 @@ async def api_latency(args, http) -> dict:
     return {"nodes_list": pct(lists), "node_detail": pct(details)}
 
 
+async def scrape_while_changing(args, agg: Aggregator, http, local: Fleet) -> dict:
+    """/metrics scraped back to back while the fleet changes (as Prometheus with several
+    replicas, or a dashboard, would): each scrape's time and size; driver changes on probe
+    agents timed from the agent's collector to the first scrape that shows them; and delta →
+    Ack on the probe agents, which change a fact every 0.5 s, first for a third of
+    --scrape-window-s without scrapes, then with the scraper running."""
+    from plumb.facts import Reading
+
+    stop = asyncio.Event()
+    probes = list(local.nodes.values())
+
+    async def change_probes() -> None:
+        while not stop.is_set():
+            for node in probes:
+                old = node.facts.get(CHANGE_PATH)
+                node.set(CHANGE_PATH, Reading.ok(int(old.value if old else 0) + 1))
+            await asyncio.sleep(0.5)
+
+    def timed_acks() -> list[float]:
+        out: list[float] = []
+        for c in local.clients:
+            c.ack_s = out
+        return out
+
+    changer = asyncio.create_task(change_probes())
+    quiet = timed_acks()
+    await asyncio.sleep(args.scrape_window_s / 3)
+    busy = timed_acks()
+    scrapes, sizes = [], []
+    # The probe change being watched: its needle, the Event its first showing sets, and when
+    # the scrape that showed it ended.
+    watching: list = [b"", asyncio.Event(), 0.0]
+
+    async def scraper() -> None:
+        while not stop.is_set():
+            t = time.perf_counter()
+            r = await http.get("/metrics")
+            body = r.content
+            scrapes.append(time.perf_counter() - t)
+            sizes.append(len(body))
+            if not watching[1].is_set() and watching[0] and watching[0] in body:
+                watching[2] = time.monotonic()
+                watching[1].set()
+
+    cpu0, t0 = agg.cpu_s(), time.monotonic()
+    scraping = asyncio.create_task(scraper())
+    to_metrics, failed = [], 0
+    names = list(local.nodes)
+    k = 0
+    while time.monotonic() - t0 < args.scrape_window_s * 2 / 3:
+        name = names[k % len(names)]
+        node = local.nodes[name]
+        version = f"998.{k}.{random.randrange(10**6)}"
+        watching[:] = [f'driver_version="{version}"'.encode(), asyncio.Event(), 0.0]
+        node.watch = version
+        node.set("driver.driver_version", Reading.ok(version))
+        try:
+            await asyncio.wait_for(watching[1].wait(), timeout=30)
+            to_metrics.append(watching[2] - node.noticed[version])
+        except (TimeoutError, KeyError):
+            failed += 1
+        k += 1
+        await asyncio.sleep(random.uniform(0.1, 0.5))  # changes land anywhere in a scrape
+    stop.set()
+    cpu1, t1 = agg.cpu_s(), time.monotonic()
+    await asyncio.gather(scraping, changer)
+    for c in local.clients:
+        c.ack_s = None
+    return {
+        "window_s": round(t1 - t0, 1),
+        "scrape": {**pct(scrapes), "bytes_max": max(sizes, default=0)},
+        "change_to_metrics": pct(to_metrics),
+        "change_to_metrics_failed": failed,
+        "delta_to_ack_without_scrapes": pct(quiet),
+        "delta_to_ack_while_scraping": pct(busy),
+        "aggregator_cpu_cores_while_scraping": round((cpu1 - cpu0) / (t1 - t0), 3),
+        "load_avg_after": loadavg(),
+    }
+
+
 async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     """Stop the aggregator with every agent connected; restart it on the same DB."""
     sig = signal.SIGKILL if args.storm == "sigkill" else signal.SIGTERM
@@ -776,6 +884,13 @@ async def main() -> None:
     p.add_argument("--probes", type=int, default=20)
     p.add_argument("--api-list", type=int, default=10)
     p.add_argument("--api-detail", type=int, default=100)
+    p.add_argument(
+        "--scrape-window-s",
+        type=float,
+        default=0.0,
+        help="scrape-while-changing phase: /metrics back to back for 2/3 of this, after a "
+        "third without scrapes (default 0: skipped)",
+    )
     p.add_argument("--storm", choices=["none", "sigterm", "sigkill"], default="none")
     p.add_argument("--backoff-max-s", type=float, default=None, help="agents' (default 30)")
     p.add_argument("--reconnect-window-s", type=float, default=None, help="agents' (default 10)")
@@ -882,6 +997,11 @@ async def main() -> None:
             if args.api_list or args.api_detail:
                 result["api"] = await api_latency(args, http)
                 print("api", json.dumps(result["api"]), flush=True)
+            if args.scrape_window_s:
+                result["scrape_while_changing"] = await scrape_while_changing(
+                    args, agg, http, local
+                )
+                print("scrape_while_changing", json.dumps(result["scrape_while_changing"]))
             if args.storm != "none":
                 result["storm"] = await storm(args, agg, http, workers, local)
                 print("storm", json.dumps(result["storm"]), flush=True)

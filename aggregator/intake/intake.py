@@ -53,6 +53,7 @@ class Intake:
         writer: Writer,
         evaluator: Evaluator,
         count: Callable[[Transitions], None],
+        touched: Callable[[str], None],
         clock: Callable[[], datetime],
         *,
         replica: str,
@@ -63,6 +64,9 @@ class Intake:
         self._writer = writer
         self._evaluator = evaluator
         self._count = count
+        # Told each node whose facts, connection, report time, readings or verdicts changed,
+        # after the change (metrics render the node's lines then, not at every scrape).
+        self._touched = touched
         self._clock = clock
         self._replica = replica  # named as the owner of the nodes streaming here
         # Only where other replicas read the database do they need each heartbeat's time.
@@ -118,6 +122,7 @@ class Intake:
         if node is None:
             return
         node.last_report_at = self._clock()
+        self._touched(name)
         if self._write_heartbeats:
             # Other replicas judge the node's connection by its last report; a dropped one is
             # counted by the writer and the next heartbeat makes up for it.
@@ -134,6 +139,7 @@ class Intake:
         if node is None or node.session_id != session_id:
             return
         node.sensors = Sensors(self._clock(), gpus)
+        self._touched(name)
 
     def disconnected(self, name: str, session_id: str) -> None:
         """The stream `session_id` of node `name` ended; the node is down if it was its last.
@@ -144,6 +150,7 @@ class Intake:
             return
         node.connected, node.session_id, node.sensors = False, None, None
         self._state.changed()
+        self._touched(name)
         self._submit(NodeUpdate(node=name, at=self._clock(), connected=False))
 
     # -- the Kubernetes API ------------------------------------------------------------------
@@ -204,6 +211,7 @@ class Intake:
         node's own transitions, and its pool mates' transitions as their own updates."""
         self._state.remove(name)
         transitions = self._evaluator.forget(name)
+        self._touched(name)
         if removal is not None:
             own = [t for t in transitions if t.node == name]
             self._writer.submit(_with_transitions(removal, own) if own else removal)
@@ -212,6 +220,7 @@ class Intake:
                 self._writer.submit(
                     NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
                 )
+                self._touched(t.node)
             self._count(t)
             _log(t)
 
@@ -258,6 +267,8 @@ class Intake:
             if node.facts:
                 node.ensure_hash()
                 self._commit(node, None)
+            else:
+                self._touched(node.name)
             if i % chunk == 0:
                 await asyncio.sleep(0)
 
@@ -268,6 +279,7 @@ class Intake:
         node.boot_id, node.agent_version = row.boot_id, row.agent_version
         node.last_report_at = row.last_report_at
         self._state.changed()
+        self._touched(row.name)
 
     def remote_contents(
         self,
@@ -292,6 +304,8 @@ class Intake:
         self._state.changed()
         if node.facts:
             self._commit(node, None)
+        else:
+            self._touched(name)
 
     def adopt(self, findings: Iterable[DriftFinding]) -> None:
         """Take the stored copies of findings another replica stored first (ids, times)."""
@@ -304,6 +318,7 @@ class Intake:
             if node.connected and node.owner != self._replica:
                 if node.last_report_at is None or now - node.last_report_at > idle:
                     node.connected, expired = False, True
+                    self._touched(node.name)
         if expired:
             self._state.changed()
 
@@ -319,6 +334,7 @@ class Intake:
             if stack != node.stack_hash:
                 node.stack_hash, node.stack_since = stack, self._clock()
         transitions = self._evaluator.node_changed(node) if evaluate else []
+        self._touched(node.name)
         own = [t for t in transitions if t.node == node.name]
         if own:
             update = _with_transitions(update or NodeUpdate(node=node.name, at=self._clock()), own)
@@ -330,6 +346,7 @@ class Intake:
                 self._writer.submit(
                     NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
                 )
+                self._touched(t.node)
             self._count(t)
             _log(t)
         return ticket

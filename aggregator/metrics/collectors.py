@@ -1,10 +1,12 @@
-"""Every `plumb_` series: ingest counters, and per-node series read from live state at scrape.
+"""The registry's `plumb_` series: ingest and store counters, pools, validation results, build.
 
-Versions appear only as labels of `_info` gauges; every node series has a `node` label, and
-per-GPU series carry dcgm-exporter's GPU labels (`gpu`, `UUID`, `pci_bus_id`), so `on (UUID)`
-joins them with its series without a label_replace. The GPU's name is `model_name`, as in
-dcgm-exporter's NVLink series: its GPU series' `modelName` is camelCase, which promtool's lint
-refuses. Each aggregator builds its own CollectorRegistry, so tests never share one.
+MetricsPage puts them on one page with the per-node families, which are rendered per node as
+nodes change (metrics/nodes.py, metrics/sensors.py). Versions appear only as labels of `_info`
+gauges; every node series has a `node` label, and per-GPU series carry dcgm-exporter's GPU
+labels (`gpu`, `UUID`, `pci_bus_id`), so `on (UUID)` joins them with its series without a
+label_replace. The GPU's name is `model_name`, as in dcgm-exporter's NVLink series: its GPU
+series' `modelName` is camelCase, which promtool's lint refuses. Each aggregator builds its
+own CollectorRegistry, so tests never share one.
 """
 
 from __future__ import annotations
@@ -27,12 +29,11 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from plumb.aggregator import __version__
-from plumb.aggregator.drift import SEVERITIES, Transitions
+from plumb.aggregator.drift import Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
-from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary
+from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Writer
 from plumb.aggregator.store.retention import Retention
@@ -46,7 +47,6 @@ __all__ = [
     "IngestMetrics",
     "LeaderCollector",
     "MetricsPage",
-    "NodeSeries",
     "StoreCollector",
     "ValidationMetrics",
     "ValidationResults",
@@ -86,177 +86,6 @@ class IngestMetrics:
             "Streams replaced by a newer stream for the same node name.",
             registry=registry,
         )
-
-
-class NodeSeries:
-    """Per-node and per-GPU series, rendered as exposition text with each node's lines cached.
-
-    A scrape used to rebuild every node's summary and every GPU's labels, and format every
-    sample through prometheus_client: ~1.6 s at 10,000 nodes, on the event loop. A node's
-    lines only change with its facts, its connection, its findings or its recipe, so they
-    are kept per node under those keys; a scrape re-renders only the nodes that changed,
-    formats each node's last-report timestamp, and joins the rest.
-    """
-
-    # (name, help, type) in the order rendered; _info families are gauges in this format.
-    FAMILIES = (
-        ("plumb_node_info", "GPU software stack per node.", "gauge"),
-        ("plumb_node_gpus", "GPUs the node's agent reports.", "gauge"),
-        ("plumb_agent_connected", "1 while the node's agent has a stream open.", "gauge"),
-        (
-            "plumb_node_last_report_timestamp_seconds",
-            "When the node's agent last reported (facts or heartbeat).",
-            "gauge",
-        ),
-        ("plumb_gpu_info", "Each GPU of each node.", "gauge"),
-        ("plumb_node_findings", "Open drift findings per node.", "gauge"),
-        ("plumb_node_recipe_info", "The recipe each node resolves to.", "gauge"),
-    )
-
-    def __init__(self, state: LiveState, evaluator: Evaluator, membership: Membership):
-        self._state = state
-        self._evaluator = evaluator
-        # Which nodes this process exports: with replicas, one each.
-        self._membership = membership
-        self._cache: dict[str, _NodeLines] = {}
-
-    def render(self) -> bytes:
-        """The node families as text exposition format 0.0.4."""
-        ev = self._evaluator
-        per_node: dict[str, dict[str, int]] = {}
-        for f in ev.drift.open_findings():
-            sev = per_node.setdefault(f.node, {})
-            sev[f.severity] = sev.get(f.severity, 0) + 1
-        parts: list[list[str]] = [[] for _ in self.FAMILIES]
-        info, gpu_counts, connected, last, gpus, counts, recipes = parts
-        cache: dict[str, _NodeLines] = {}
-        for node in self._state.nodes():
-            if not self._membership.exports(node):
-                continue
-            lines = self._cache.get(node.name)
-            # The hash names the content: a resent FullFacts is a new dict, not new lines.
-            facts_key = (node.content_hash or id(node.facts), node.connected)
-            if lines is None or lines.facts_key != facts_key:
-                lines = _NodeLines.of(node, facts_key)
-            resolution = ev.resolutions.get(node.name)
-            found = tuple(per_node.get(node.name, {}).get(s, 0) for s in SEVERITIES)
-            if lines.drift_key is None or lines.drift_key != (resolution, found):
-                lines.render_drift(resolution, found)
-            cache[node.name] = lines
-            info.append(lines.info)
-            gpu_counts.append(lines.gpu_count)
-            connected.append(lines.connected)
-            if node.last_report_at is not None:
-                last.append(
-                    f"{lines.last_prefix}{floatToGoString(node.last_report_at.timestamp())}\n"
-                )
-            gpus.append(lines.gpus)
-            counts.append(lines.findings)
-            recipes.append(lines.recipe)
-        self._cache = cache
-        out = []
-        for (name, doc, kind), body in zip(self.FAMILIES, parts, strict=True):
-            out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
-            out.extend(body)
-        return "".join(out).encode()
-
-
-class _NodeLines:
-    """One node's rendered lines and the keys they were rendered under."""
-
-    __slots__ = (
-        "connected",
-        "drift_key",
-        "facts_key",
-        "findings",
-        "gpu_count",
-        "gpus",
-        "info",
-        "last_prefix",
-        "name",
-        "node",
-        "recipe",
-    )
-
-    @classmethod
-    def of(cls, node: NodeState, facts_key: tuple) -> _NodeLines:
-        s = NodeSummary.of(node)
-        lines = cls()
-        lines.node, lines.name = s.name, _esc(s.name)
-        lines.facts_key = facts_key
-        lines.drift_key = None
-        lines.findings = lines.recipe = ""
-        lines.info = _line(
-            "plumb_node_info",
-            {
-                "node": s.name,
-                "driver_version": s.driver_version or "",
-                "cuda_driver_version": s.cuda_driver_version or "",
-                "gpu_product": s.gpu_product or "",
-                "kernel": s.kernel or "",
-                "os": s.os or "",
-            },
-            1.0,
-        )
-        lines.gpu_count = _line("plumb_node_gpus", {"node": s.name}, float(s.gpu_count))
-        lines.connected = _line(
-            "plumb_agent_connected", {"node": s.name}, 1.0 if s.connected else 0.0
-        )
-        lines.last_prefix = f'plumb_node_last_report_timestamp_seconds{{node="{lines.name}"}} '
-        lines.gpus = "".join(
-            _line(
-                "plumb_gpu_info",
-                {  # dcgm-exporter's join labels, beside Plumb's `node`
-                    "node": s.name,
-                    "gpu": str(g.value("index")),
-                    "UUID": g.text("uuid") or "",
-                    "pci_bus_id": g.text("pci_bus_id") or "",
-                    "model_name": g.text("name") or "",
-                },
-                1.0,
-            )
-            for g in node.gpus()
-        )
-        return lines
-
-    def render_drift(self, resolution: object, found: tuple[int, ...]) -> None:
-        self.drift_key = (resolution, found)
-        self.findings = "".join(
-            f'plumb_node_findings{{node="{self.name}",severity="{_esc(sev)}"}} '
-            f"{floatToGoString(n)}\n"
-            for sev, n in zip(SEVERITIES, found, strict=True)
-        )
-        if resolution is None:
-            self.recipe = ""
-            return
-        c = resolution.criteria  # type: ignore[attr-defined]
-        owner = resolution.driver_owner  # type: ignore[attr-defined]
-        self.recipe = _line(
-            "plumb_node_recipe_info",
-            {
-                "node": self.node,
-                "recipe_hash": resolution.content_hash[:12],  # type: ignore[attr-defined]
-                "service": c.service,
-                "accelerator": c.accelerator,
-                "os": c.os,
-                "intent": c.intent,
-                # Who installs the driver (operator | host), and the GPUs the catalog does not
-                # know ("NAME (PCI device 0xDDDD)", "" when none): never a silent `any`.
-                "driver_owner": owner.owner if owner else "",
-                "unknown_gpu": ", ".join(resolution.unknown_gpus),  # type: ignore[attr-defined]
-            },
-            1.0,
-        )
-
-
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _line(name: str, labels: dict[str, str], value: float) -> str:
-    """One sample line, labels sorted by name as prometheus_client writes them."""
-    body = ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(labels.items()))
-    return f"{name}{{{body}}} {floatToGoString(value)}\n"
 
 
 class StoreCollector(Collector):
@@ -307,7 +136,8 @@ def _counter(name: str, doc: str, value: float) -> Metric:
 
 
 class DriftMetrics(Collector):
-    """Open findings, recipes and pools from the evaluator at scrape; transitions as counted."""
+    """Pools from the evaluator at scrape; transitions as counted. The open findings are node
+    series (metrics/nodes.py)."""
 
     def __init__(
         self,
@@ -338,25 +168,15 @@ class DriftMetrics(Collector):
                 self.transitions.labels(kind=f.kind, severity=f.severity, action=action).inc()
 
     def collect(self) -> Iterator[Metric]:
-        drift = GaugeMetricFamily(
-            "plumb_node_drift",
-            "1 while a drift finding is open.",
-            labels=["node", "kind", "component", "severity"],
-        )
         pools = GaugeMetricFamily(
             "plumb_pool_driver_versions",
             "Distinct driver versions among the nodes of a pool.",
             labels=["pool"],
         )
-        ev = self._evaluator
-        for f in ev.drift.open_findings():
-            node = self._state.get(f.node)
-            if node is None or self._membership.exports(node):
-                drift.add_metric([f.node, f.kind, f.component, f.severity], 1.0)
         if self._membership.exports_cluster():
-            for pool, n in sorted(ev.pool_driver_versions().items()):
+            for pool, n in sorted(self._evaluator.pool_driver_versions().items()):
                 pools.add_metric([pool], n)
-        yield from (drift, pools)
+        yield pools
 
 
 class ValidationMetrics:
@@ -479,28 +299,36 @@ class LeaderCollector(Collector):
 
 
 class MetricsPage:
-    """The whole /metrics page: the registry's families, then the cached per-node ones
-    (NodeSeries, and any other series rendered as text beside it: the sensor gauges)."""
+    """The whole /metrics page: the registry's families, then the per-node ones (NodeSeries,
+    and any other series rendered per node beside it: the sensor gauges)."""
 
-    def __init__(self, registry: CollectorRegistry, nodes: NodeSeries, *more: TextSeries):
+    def __init__(self, registry: CollectorRegistry, nodes: NodeText, *more: NodeText):
         self._registry = registry
         self._series = (nodes, *more)
 
-    def render(self) -> bytes:
-        return generate_latest(self._registry) + b"".join(s.render() for s in self._series)
+    def touched(self, name: str) -> None:
+        """Node `name` changed (the intake says so): re-render what it shows."""
+        for s in self._series:
+            s.touched(name)
+
+    def render(self) -> list[bytes]:
+        """The page in pieces, to be sent as they are: joining them would copy the page."""
+        return [generate_latest(self._registry), *(p for s in self._series for p in s.render())]
 
 
-class TextSeries(Protocol):
-    """Families that render their own exposition text (cached per node)."""
+class NodeText(Protocol):
+    """Families whose samples come from many nodes, rendered per node as it changes."""
 
-    def render(self) -> bytes: ...
+    def touched(self, name: str) -> None: ...
+
+    def render(self) -> list[bytes]: ...
 
 
 def new_registry(writer: Writer) -> CollectorRegistry:
     """A fresh registry with the build info, the write path's health, and the process's own
     `process_*` and `python_*` series (as prometheus_client's default registry has them).
 
-    The per-node families are not in the registry: NodeSeries renders them beside it.
+    The per-node families are not in the registry: NodeSeries and SensorSeries render them.
     """
     registry = CollectorRegistry()
     Info("plumb_build", "Plumb aggregator build.", registry=registry).info({"version": __version__})

@@ -7,8 +7,9 @@ and `model_name` (as plumb_gpu_info), from the node's facts, so `on (UUID)` join
 The error counts are counters (`_total`: Prometheus' rate() reads them, resets included);
 the clock-event mask is one 0/1 gauge per reason, since PromQL cannot test a bit. The power
 limit, a fact, is rendered here beside the draw with the same labels, so that draw / limit
-divides without a join. A node's lines are rendered once per report (and per facts version,
-for the labels) and joined at scrape, so a scrape costs a join, not a format of every sample.
+divides without a join. A node's lines are rendered once per report, as it arrives (the
+intake touches the node), with its GPUs' labels once per facts version, and joined at
+scrape (metrics/text.py), so a scrape costs a join, not a format of every sample.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client.utils import floatToGoString
 
+from plumb.aggregator.metrics.text import Families, escape, label_text
 from plumb.aggregator.state.live import LiveState, NodeState, Sensors
 from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.state.views import GpuView
@@ -131,62 +133,69 @@ TIMESTAMP = (
 
 
 class SensorSeries:
-    """The sensor gauges of every node this process exports, as exposition text 0.0.4."""
+    """The sensor gauges of every node this process exports, as exposition text 0.0.4: a
+    node's lines rendered when the intake touches it with new readings, joined at scrape."""
 
     def __init__(self, state: LiveState, membership: Membership):
         self._state = state
         # Which nodes this process exports: with replicas, the one holding the stream.
         self._membership = membership
-        self._cache: dict[str, tuple[Sensors, dict, list[str]]] = {}
+        self._alive = membership.alive
+        # What each node's lines were rendered from: its readings and its facts (the labels).
+        self._from: dict[str, tuple[Sensors, dict]] = {}
+        self._families = Families([f[:3] for f in (*FAMILIES, TIMESTAMP)])
 
-    def render(self) -> bytes:
-        parts: list[list[str]] = [[] for _ in range(len(FAMILIES) + 1)]
-        cache: dict[str, tuple[Sensors, dict, list[str]]] = {}
-        for node in self._state.nodes():
-            sensors = node.sensors
-            if sensors is None or not self._membership.exports(node):
-                continue
-            held = self._cache.get(node.name)
-            if held is None or held[0] is not sensors or held[1] is not node.facts:
-                held = (sensors, node.facts, _node_lines(node, sensors))
-            cache[node.name] = held
-            for body, lines in zip(parts, held[2], strict=True):
-                body.append(lines)
-        self._cache = cache
-        out = []
-        for (name, doc, kind, *_), body in zip((*FAMILIES, TIMESTAMP), parts, strict=True):
-            out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
-            out.extend(body)
-        return "".join(out).encode()
+    def touched(self, name: str) -> None:
+        """Re-render node `name`'s lines if its readings or facts changed; drop them when it
+        has none, is gone, or another replica exports it."""
+        node = self._state.get(name)
+        sensors = None if node is None else node.sensors
+        if node is None or sensors is None or not self._membership.exports(node):
+            self._from.pop(name, None)
+            self._families.drop(name)
+            return
+        held = self._from.get(name)
+        if held is None or held[0] is not sensors or held[1] is not node.facts:
+            self._from[name] = (sensors, node.facts)
+            self._families.set(name, _node_lines(node, sensors))
+
+    def render(self) -> list[bytes]:
+        if self._membership.alive != self._alive:
+            # A replica came or went: which nodes are this one's changed (rare; every node).
+            self._alive = self._membership.alive
+            for name in {*self._from, *(n.name for n in self._state.nodes())}:
+                self._from.pop(name, None)
+                self.touched(name)
+        return [self._families.render()]
 
 
-def _node_lines(node: NodeState, sensors: Sensors) -> list[str]:
-    """One text block per family (FAMILIES order), then the node's timestamp line."""
-    by_index = {g.value("index"): g for g in node.gpus()}
+def _node_lines(node: NodeState, sensors: Sensors) -> tuple[bytes, ...]:
+    """One block of lines per family (FAMILIES order), then the node's timestamp line."""
+    prefixes = node.derived("sensor_labels", _gpu_labels)
     blocks: list[list[str]] = [[] for _ in FAMILIES]
     for gpu in sensors.gpus:
-        view = by_index.get(gpu.index)
-        labels = _labels(
-            {
-                "node": node.name,
-                "gpu": str(gpu.index),
-                "UUID": (view.text("uuid") if view else None) or "",
-                "pci_bus_id": (view.text("pci_bus_id") if view else None) or "",
-                "model_name": (view.text("name") if view else None) or "",
-            }
-        )
+        labels, view = prefixes.get(gpu.index) or _labels_of(node.name, gpu.index, None)
         for block, (name, _, _, samples) in zip(blocks, FAMILIES, strict=True):
             for more, value in samples(gpu, view):
                 block.append(f"{name}{{{labels}{more}}} {floatToGoString(value)}\n")
     at = floatToGoString(sensors.at.timestamp())
-    stamp = f'{TIMESTAMP[0]}{{node="{_esc(node.name)}"}} {at}\n'
-    return ["".join(b) for b in blocks] + [stamp]
+    stamp = f'{TIMESTAMP[0]}{{node="{escape(node.name)}"}} {at}\n'
+    return (*("".join(b).encode() for b in blocks), stamp.encode())
 
 
-def _labels(labels: dict[str, str]) -> str:
-    """Labels sorted by name, as prometheus_client writes them."""
-    return ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(labels.items()))
+def _gpu_labels(node: NodeState) -> dict[object, tuple[str, GpuView | None]]:
+    """Each GPU's label text and view by index, once per facts version."""
+    return {(i := view.value("index")): _labels_of(node.name, i, view) for view in node.gpus()}
 
 
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _labels_of(node: str, index: object, view: GpuView | None) -> tuple[str, GpuView | None]:
+    text = label_text(
+        {
+            "node": node,
+            "gpu": str(index),
+            "UUID": (view.text("uuid") if view else None) or "",
+            "pci_bus_id": (view.text("pci_bus_id") if view else None) or "",
+            "model_name": (view.text("name") if view else None) or "",
+        }
+    )
+    return text, view

@@ -1,4 +1,4 @@
-"""Per-node series: cached per node, yet a scrape always shows the node as it is now."""
+"""Per-node series: rendered per node as the intake touches it, so a scrape shows it as it is."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from types import SimpleNamespace
 from prometheus_client.parser import text_string_to_metric_families
 
 from plumb import facts as wire
-from plumb.aggregator.metrics.collectors import NodeSeries
+from plumb.aggregator.metrics.nodes import NodeSeries
 from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.state.replicas import Membership
 
 # What NodeSeries reads of the evaluator: no findings, no recipes yet.
-NO_VERDICTS = SimpleNamespace(drift=SimpleNamespace(open_findings=lambda: []), resolutions={})
+NO_VERDICTS = SimpleNamespace(
+    drift=SimpleNamespace(open_findings=lambda node=None: []), resolutions={}
+)
 
 
 def _facts(driver: str) -> dict[str, wire.Reading]:
@@ -28,7 +30,7 @@ def _facts(driver: str) -> dict[str, wire.Reading]:
 
 
 def _samples(series: NodeSeries) -> dict[tuple[str, tuple], float]:
-    text = series.render().decode()
+    text = b"".join(series.render()).decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -48,6 +50,7 @@ def test_a_scrape_follows_facts_connection_and_report_time():
     node = state.restore("n1", _facts("570.1"))
     node.content_hash = wire.content_hash(node.facts)
     series = NodeSeries(state, NO_VERDICTS, Membership("r1", tailing=False))
+    series.touched("n1")  # as the intake does after every change of the node
     first = _samples(series)
     assert _info(first, "n1")["driver_version"] == "570.1"
     assert first[("plumb_agent_connected", (("node", "n1"),))] == 0.0
@@ -68,6 +71,8 @@ def test_a_scrape_follows_facts_connection_and_report_time():
     node.connected = True
     node.last_report_at = datetime(2026, 1, 1, tzinfo=UTC)
     state.restore("n2", _facts("570.1"))
+    series.touched("n1")
+    series.touched("n2")
     second = _samples(series)
     assert _info(second, "n1")["driver_version"] == "580.2"
     assert _info(second, "n2")["driver_version"] == "570.1"

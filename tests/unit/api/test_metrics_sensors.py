@@ -26,6 +26,17 @@ LABELS = (
 )
 
 
+def _text(series: SensorSeries) -> str:
+    return b"".join(series.render()).decode()
+
+
+def _render(state: LiveState) -> str:
+    """The page of a fresh SensorSeries that the intake told of node n1."""
+    series = SensorSeries(state, Membership("r1", tailing=False))
+    series.touched("n1")
+    return _text(series)
+
+
 def test_each_reading_is_a_gauge_labelled_as_dcgm_exporter_labels_it():
     state = LiveState()
     node = state.node("n1", AT)
@@ -43,7 +54,7 @@ def test_each_reading_is_a_gauge_labelled_as_dcgm_exporter_labels_it():
             ),
         ),
     )
-    text = SensorSeries(state, Membership("r1", tailing=False)).render().decode()
+    text = _render(state)
     # Memory clock, memory utilisation, clock events and the error counters were not read:
     # no sample, only the family.
     assert text == (
@@ -127,11 +138,14 @@ def test_a_new_report_shows_at_once_and_a_gone_one_drops_its_series():
     node.facts = FACTS
     node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=41),))
     series = SensorSeries(state, Membership("r1", tailing=False))
-    assert f"plumb_gpu_temperature_celsius{{{LABELS}}} 41.0\n" in series.render().decode()
+    series.touched("n1")  # as the intake does with every report
+    assert f"plumb_gpu_temperature_celsius{{{LABELS}}} 41.0\n" in _text(series)
     node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=42),))
-    assert f"plumb_gpu_temperature_celsius{{{LABELS}}} 42.0\n" in series.render().decode()
+    series.touched("n1")
+    assert f"plumb_gpu_temperature_celsius{{{LABELS}}} 42.0\n" in _text(series)
     node.sensors = None  # the stream ended (Intake.disconnected)
-    assert "{" not in series.render().decode()
+    series.touched("n1")
+    assert "{" not in _text(series)
 
 
 def test_clock_events_are_a_gauge_per_reason_and_counters_are_totals():
@@ -150,7 +164,7 @@ def test_clock_events_are_a_gauge_per_reason_and_counters_are_totals():
             ),
         ),
     )
-    text = SensorSeries(state, Membership("r1", tailing=False)).render().decode()
+    text = _render(state)
     families = {f.name: f for f in text_string_to_metric_families(text)}
     active = {s.labels["reason"]: s.value for s in families["plumb_gpu_clock_event_active"].samples}
     # 0x400 is no reason Plumb exports; the seven it does are each 0 or 1.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from plumb.aggregator.drift import DriftEngine, Transitions
@@ -68,7 +69,7 @@ def h100(driver: str = RECIPE_DRIVER, gpus: int = 2) -> dict[str, Reading]:
     return {path: Reading.ok(value) for path, value in facts.items()}  # type: ignore[arg-type]
 
 
-def make(writer: RecordingWriter | None = None):
+def make(writer: RecordingWriter | None = None, touched: Callable[[str], None] | None = None):
     clock = Clock()
     state = LiveState()
     drift = DriftEngine(CATALOG.drift, clock, xids=CATALOG.xids)
@@ -80,6 +81,7 @@ def make(writer: RecordingWriter | None = None):
         writer,
         evaluator,
         counted.append,
+        touched or (lambda name: None),
         clock,
         replica="r1",
         write_heartbeats=False,
@@ -207,3 +209,33 @@ def test_only_nodes_silent_longer_than_the_expiry_are_removed():
     assert intake.expire(last + timedelta(hours=1), timedelta(days=7)) == []
     assert intake.expire(last + timedelta(days=8), timedelta(days=7)) == ["gpu-1"]
     assert state.get("gpu-1") is None
+
+
+def test_every_change_of_what_a_node_shows_touches_it_after_the_change():
+    state_of: list[LiveState] = []
+    touched, seen = [], []
+
+    def touch(name: str) -> None:
+        # Each touch must see the change already made: metrics render the node right then.
+        touched.append(name)
+        seen.append(_shown(state_of[0], name))
+
+    intake, state, _, _, _ = make(touched=touch)
+    state_of.append(state)
+    report(intake, h100(), 1, session="s1")
+    intake.heartbeat("gpu-1")
+    intake.sensors("gpu-1", "s1", ())
+    intake.disconnected("gpu-1", "s1")
+    intake.remove(state.get("gpu-1"))  # type: ignore[arg-type]
+    assert touched == ["gpu-1"] * 5
+    first, beat, sensed, down, gone = seen
+    assert first[0] is True and first[1] is not None  # connected, with its report time
+    assert beat[1] > first[1]
+    assert sensed[2] is not None
+    assert down[0] is False and down[2] is None  # readings go with the stream
+    assert gone is None
+
+
+def _shown(state: LiveState, name: str):
+    node = state.get(name)
+    return None if node is None else (node.connected, node.last_report_at, node.sensors)
