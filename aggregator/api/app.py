@@ -19,7 +19,16 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
 from plumb.aggregator import __version__
-from plumb.aggregator.api import benchmarks, bundles, changes, drift, nodes, recipes, validations
+from plumb.aggregator.api import (
+    benchmarks,
+    bundles,
+    changes,
+    drift,
+    index,
+    nodes,
+    recipes,
+    validations,
+)
 from plumb.aggregator.api.access import Access, ReadAccess, SignInNeeded, TrustedProxies
 from plumb.aggregator.api.limits import BodyLimit
 from plumb.aggregator.api.request_id import HEADER, RequestId, request_id_of
@@ -76,6 +85,7 @@ def create_app(core: Core) -> FastAPI:
     # Every route needs the read scope; the routes that change state add AdminAccess. The web
     # router sets its own per route: pages send a browser to /login, which is open.
     for router in (
+        index.router,
         nodes.router,
         bundles.router,
         recipes.router,
@@ -153,6 +163,7 @@ def create_app(core: Core) -> FastAPI:
 
     @app.get("/metrics", tags=["health"], include_in_schema=False, dependencies=metrics_access)
     async def metrics() -> Response:
+        """Prometheus metrics: the aggregator's own and every node's series."""
         return Response(core.metrics_page(), media_type=CONTENT_TYPE_LATEST)
 
     return app
