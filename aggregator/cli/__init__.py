@@ -11,6 +11,7 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     bundle,
     changes,
     demo,
+    diff,
     drift,
     nccl,
     node,
