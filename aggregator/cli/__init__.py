@@ -10,6 +10,7 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     baseline,
     bundle,
     changes,
+    completion,
     demo,
     diff,
     drift,
@@ -24,9 +25,11 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     watch,
 )
 from plumb.aggregator.cli.app import app
+from plumb.aggregator.cli.completion import answer_completions
 
 
 def main() -> None:
+    answer_completions()
     app()
 
 
