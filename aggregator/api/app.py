@@ -1,9 +1,10 @@
 """The FastAPI application: routers and their scopes, the error handlers, health and metrics.
 
-Every error leaves in one shape, `{code, message, hint}`: PlumbError by its code, a request
-that fails validation or does not parse as 400, Starlette's own refusals (unknown route,
-wrong method, unparseable body) by their status, and anything unexpected as 500 `internal`,
-logged with its traceback.
+Every error leaves in one shape, `{code, message, hint, request_id}`: PlumbError by its code,
+a request that fails validation or does not parse as 400, Starlette's own refusals (unknown
+route, wrong method, unparseable body) by their status, and anything unexpected as 500
+`internal`, logged with its traceback. `request_id` is the response's `X-Request-Id`
+(api/request_id.py), so a caller quoting it leads straight to the server's log lines.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from plumb.aggregator.api import (
     changes,
     drift,
     gates,
+    index,
     nodes,
     recipes,
     validations,
@@ -32,6 +34,7 @@ from plumb.aggregator.api import (
 )
 from plumb.aggregator.api.access import Access, ReadAccess, SignInNeeded, TrustedProxies
 from plumb.aggregator.api.limits import BodyLimit
+from plumb.aggregator.api.request_id import HEADER, RequestId, request_id_of
 from plumb.aggregator.core import Core
 from plumb.aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
 from plumb.aggregator.web import routes as web
@@ -54,11 +57,21 @@ _HTTP_CODES = {
 }
 
 
-def _problem(status: int, code: str, message: str, hint: str | None, **headers: str):
+def _problem(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    hint: str | None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """The error response; it names its request id in the body and, for the 500s Starlette
+    sends from outside the middleware, in the header too."""
+    rid = request_id_of(request.scope)
     return JSONResponse(
         status_code=status,
-        content={"code": code, "message": message, "hint": hint},
-        headers=headers or None,
+        content={"code": code, "message": message, "hint": hint, "request_id": rid},
+        headers={**(headers or {}), **({HEADER: rid} if rid else {})},
     )
 
 
@@ -74,9 +87,11 @@ def create_app(core: Core) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=core.settings.http_max_body_bytes)
     if core.settings.api.trusted_proxies:
         app.add_middleware(TrustedProxies, trusted=core.settings.api.trusted_proxies)
+    app.add_middleware(RequestId)  # added last, so it runs first: even a 413 has an id
     # Every route needs the read scope; the routes that change state add AdminAccess. The web
     # router sets its own per route: pages send a browser to /login, which is open.
     for router in (
+        index.router,
         nodes.router,
         bundles.router,
         recipes.router,
@@ -95,36 +110,42 @@ def create_app(core: Core) -> FastAPI:
         return RedirectResponse(f"/login?next={quote(exc.path, safe='/')}", status_code=303)
 
     @app.exception_handler(PlumbError)
-    async def plumb_error(_: Request, exc: PlumbError) -> JSONResponse:
+    async def plumb_error(request: Request, exc: PlumbError) -> JSONResponse:
         headers = {}
         if isinstance(exc, Unauthenticated):
             headers["WWW-Authenticate"] = 'Bearer realm="plumb"'
         if isinstance(exc, RateLimited):
             headers["Retry-After"] = str(exc.retry_after_s)
-        return _problem(STATUS[exc.code][0], exc.code, str(exc), exc.hint, **headers)
+        return _problem(request, STATUS[exc.code][0], exc.code, str(exc), exc.hint, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
-        return _problem(400, "invalid_input", problems, "see /docs")
+        return _problem(request, 400, "invalid_input", problems, "see /docs")
 
     @app.exception_handler(HTTPException)
-    async def refused(_: Request, exc: HTTPException) -> JSONResponse:
+    async def refused(request: Request, exc: HTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(
             exc.status_code, "internal" if exc.status_code >= 500 else "invalid_input"
         )
-        return _problem(exc.status_code, code, str(exc.detail), "see /docs", **(exc.headers or {}))
+        return _problem(request, exc.status_code, code, str(exc.detail), "see /docs", exc.headers)
 
     @app.exception_handler(Exception)
     async def fault(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette calls this outside the middleware, where REQUEST_ID is unset again.
         log.error(
             "request failed",
             exc_info=exc,
-            extra={"method": request.method, "path": request.url.path},
+            extra={
+                "method": request.method,
+                "path": request.url.path,
+                "request_id": request_id_of(request.scope),
+            },
         )
-        return _problem(500, "internal", "internal error", "the aggregator's log has the cause")
+        hint = "the aggregator's log has the cause, under this request_id"
+        return _problem(request, 500, "internal", "internal error", hint)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
@@ -150,6 +171,7 @@ def create_app(core: Core) -> FastAPI:
 
     @app.get("/metrics", tags=["health"], include_in_schema=False, dependencies=metrics_access)
     async def metrics() -> Response:
+        """Prometheus metrics: the aggregator's own and every node's series."""
         pieces = core.metrics_page()
 
         # Sent in slices of the cached pieces, with flow control: one 26 MB write would be

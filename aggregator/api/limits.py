@@ -37,7 +37,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         # Read the whole body here, at most max_bytes of it: refusing from inside the app
         # would reach FastAPI's body parser, which turns any error into a plain 400.
@@ -51,7 +51,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > self.max_bytes:
-                await self._refuse(send)
+                await self._refuse(scope, send)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
@@ -66,12 +66,14 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send) -> None:
         body = json.dumps(
             {
                 "code": "too_large",
                 "message": f"request body exceeds {self.max_bytes} bytes",
                 "hint": "send a smaller body",
+                # Set by api/request_id.py, which runs before this.
+                "request_id": scope.get("state", {}).get("request_id"),
             }
         ).encode()
         await send(

@@ -121,8 +121,41 @@ class QueryIn(CriteriaIn):
         return Criteria(**self.model_dump(exclude={"selector", "node"}))
 
 
+class NestedQueryIn(BaseModel):
+    """AICR's `POST /v1/query` body: the criteria nested under `criteria`, and a selector."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    criteria: CriteriaIn = CriteriaIn()
+    selector: str = Field(max_length=256, examples=["components.gpu-operator.version"])
+
+    def flat(self) -> QueryIn:
+        return QueryIn(selector=self.selector, **self.criteria.model_dump())
+
+
+def _query_kind(body: Any) -> str:
+    return "nested" if isinstance(body, dict) and "criteria" in body else "flat"
+
+
+QueryBody = Annotated[
+    Annotated[QueryIn, Tag("flat")] | Annotated[NestedQueryIn, Tag("nested")],
+    Discriminator(_query_kind),
+]
+
+
+def _answer(core: Core, q: QueryIn) -> dict[str, Any]:
+    resolution = core.recipe_for_node(q.node) if q.node else core.recipes.resolve(q.criteria())
+    return {"selector": q.selector, "value": select(resolution.to_dict(), q.selector)}
+
+
 @router.get("/query")
 async def query(core: CoreDep, q: Annotated[QueryIn, Query()]) -> dict[str, Any]:
     """One value of a recipe, by a dotted selector (`components.NAME.FIELD...`)."""
-    resolution = core.recipe_for_node(q.node) if q.node else core.recipes.resolve(q.criteria())
-    return {"selector": q.selector, "value": select(resolution.to_dict(), q.selector)}
+    return _answer(core, q)
+
+
+@router.post("/query")
+async def post_query(core: CoreDep, body: Annotated[QueryBody, Body()]) -> dict[str, Any]:
+    """The query of `GET /v1/query` as a JSON body: its parameters as fields, or AICR's shape
+    (`{"criteria": {...}, "selector": ...}`)."""
+    return _answer(core, body.flat() if isinstance(body, NestedQueryIn) else body)

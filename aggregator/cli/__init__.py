@@ -10,7 +10,9 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     baseline,
     bundle,
     changes,
+    completion,
     demo,
+    diff,
     drift,
     gate,
     nccl,
@@ -25,9 +27,11 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     whatif,
 )
 from plumb.aggregator.cli.app import app
+from plumb.aggregator.cli.completion import answer_completions
 
 
 def main() -> None:
+    answer_completions()
     app()
 
 

@@ -17,6 +17,7 @@ from plumb.aggregator import present
 __all__ = [
     "STALE_AFTER_S",
     "Sheet",
+    "diff_table",
     "drift_table",
     "fleet_table",
     "gate_table",
@@ -242,6 +243,31 @@ def changes_table(events: list[dict]) -> Sheet:
             ]
         )
     return sheet
+
+
+def diff_table(body: dict) -> Sheet:
+    """`plumb diff`: one row per fact that differs, with its reading on each side."""
+    changes = body["changes"]
+    title = f"{plural(len(changes), 'fact')} differ from {body['a']} to {body['b']}"
+    sheet = Sheet(escape(title), ["NODE", "FACT", "A", "B"], fixed=("NODE",))
+    for c in changes:
+        sheet.rows.append(
+            [escape(c["node"]), escape(c["path"]), _diff_cell(c["a"]), _diff_cell(c["b"])]
+        )
+    if not changes:
+        sheet.notes = ["no stack fact differs"]
+    return sheet
+
+
+def _diff_cell(reading: dict | None) -> str:
+    """A side's reading: its value, `-` where the side lacks the fact, else (dim) its status
+    and error."""
+    if reading is None:
+        return "[dim]-[/]"
+    text, ok = present.reading_text(reading)
+    if not ok and reading.get("error"):
+        text = f"{text}: {reading['error']}"
+    return escape(text) if ok else f"[dim]{escape(text)}[/]"
 
 
 def recipe_tables(body: dict) -> list[Sheet]:

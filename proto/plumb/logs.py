@@ -8,6 +8,10 @@ value), so nothing in a record can start a line of its own or pose as a field. I
 control characters (newlines, ANSI escapes, NUL, the Unicode line separators) and
 backslashes are escaped everywhere in the line, tracebacks included, and a context value
 holding a space, a quote or an `=` is quoted; JSON escapes them itself.
+
+A line logged while an HTTP request is served carries that request's id (`request_id`, the
+`X-Request-Id` the aggregator answers with): the API sets `REQUEST_ID` for the request, and
+both formatters add it, so no call site has to pass it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import logging
 import re
 import sys
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -24,6 +29,7 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 
 __all__ = [
     "LOG_FORMATS",
+    "REQUEST_ID",
     "ContextFormatter",
     "JsonFormatter",
     "LogFormat",
@@ -39,9 +45,18 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 }
 
 
+# The id of the HTTP request being served in this context; None outside a request. Read when
+# a record is formatted, which logging's stream handlers do in the logging call's own context.
+REQUEST_ID: ContextVar[str | None] = ContextVar("plumb_request_id", default=None)
+
+
 def _context(record: logging.LogRecord) -> dict[str, Any]:
-    """The record's `extra=` fields."""
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+    """The record's `extra=` fields, and the id of the request it was logged for."""
+    context = {k: v for k, v in vars(record).items() if k not in _STANDARD}
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        context.setdefault("request_id", request_id)
+    return context
 
 
 # C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the escape itself.

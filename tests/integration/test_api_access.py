@@ -64,6 +64,7 @@ def test_validations_and_baselines_need_admin_and_tokens_are_never_logged(aggreg
             "code": "forbidden",
             "message": "token 'test-read' has the read scope; this call needs admin",
             "hint": "use a token with the admin scope",
+            "request_id": reader.headers["x-request-id"],
         }
         assert aggregator.post(path, json=body).status_code in (200, 202)
     assert aggregator.json("/v1/validations")  # the admin's run, and only that one

@@ -1,4 +1,5 @@
-"""Every kind of bad input gets 400 (or 413) in the API's `{code, message, hint}` shape.
+"""Every kind of bad input gets 400 (or 413) in the API's `{code, message, hint, request_id}`
+shape.
 
 Against a real `plumb serve`: uploaded YAML that is an alias bomb or nests too deep, JSON that
 does not parse, a chunked body over the limit, a timestamp without a time zone, a recipe that
@@ -27,8 +28,9 @@ def shaped(resp: httpx.Response, status: int, code: str) -> dict:
     assert resp.status_code == status, resp.text
     assert resp.headers["content-type"] == "application/json", resp.text
     body = resp.json()
-    assert set(body) == {"code", "message", "hint"}, body
+    assert set(body) == {"code", "message", "hint", "request_id"}, body
     assert body["code"] == code and body["message"], body
+    assert body["request_id"] == resp.headers["x-request-id"], body
     return body
 
 

@@ -121,4 +121,5 @@ async def test_uncordon_without_a_kubernetes_side_says_so_in_the_error_shape(app
         "code": "conflict",
         "message": "this aggregator has no Kubernetes side, so it cordons nothing",
         "hint": "run it in the cluster, or give it PLUMB_AUTH__KUBECONFIG",
+        "request_id": resp.headers["x-request-id"],
     }

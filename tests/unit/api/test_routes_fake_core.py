@@ -1,6 +1,6 @@
 """The routes are thin: over a fake Core that answers with typed values, each route only
 renders them in the API's one shape (api/models.py), and errors in the `{code, message,
-hint}` shape. A route that needs more than this fake has found leaked logic."""
+hint, request_id}` shape. A route that needs more than this fake has found leaked logic."""
 
 from __future__ import annotations
 
@@ -101,10 +101,11 @@ async def test_findings_are_rendered_as_the_core_gave_them(client):
 
 
 async def test_an_unknown_node_is_a_404_in_the_error_shape(client):
-    resp = await client.get("/v1/nodes/nope")
+    resp = await client.get("/v1/nodes/nope", headers={"X-Request-Id": "trace-7"})
     assert resp.status_code == 404
     assert resp.json() == {
         "code": "not_found",
         "message": "no node named 'nope'",
         "hint": "`plumb nodes` lists the known nodes",
+        "request_id": "trace-7",
     }
