@@ -17,7 +17,9 @@ from plumb.aggregator import __version__, aicr
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
+from plumb.aggregator.drift.twins import FleetBaseline
 from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, TooLarge, Unavailable
+from plumb.aggregator.fleet_baselines import FleetBaselines
 from plumb.aggregator.intake.intake import Intake
 from plumb.aggregator.k8s import Cluster, Uncordoned
 from plumb.aggregator.metrics.collectors import MetricsPage
@@ -73,6 +75,7 @@ class Core:
         page: MetricsPage,
         restored: asyncio.Event,
         cluster: Cluster | None,
+        fleet: FleetBaselines,
     ):
         self.settings = settings
         self.catalog = catalog
@@ -90,6 +93,7 @@ class Core:
         self._restored = restored
         # The Kubernetes side; None outside a cluster without a kubeconfig (the demo).
         self._cluster = cluster
+        self._fleet = fleet
 
     def metrics_page(self) -> bytes:
         """The /metrics page: registry families and the cached per-node series."""
@@ -303,6 +307,14 @@ class Core:
             except StoreError as exc:
                 raise Unavailable(str(exc), hint="benchmarks are stored; retry shortly") from exc
         return runs
+
+    async def baselines(self) -> list[FleetBaseline]:
+        """What each group of twins (GPU model, GPU count, fabric) measures on each check,
+        learned from the known nodes' latest figures."""
+        try:
+            return await self._fleet.baselines()
+        except StoreError as exc:
+            raise Unavailable(str(exc), hint="baselines are learned from stored runs") from exc
 
     async def validations(self, limit: int = 20) -> list[ValidationRun]:
         """Recent validation runs, newest first: those in memory (running or just finished),

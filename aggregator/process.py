@@ -26,6 +26,7 @@ from plumb.aggregator.core import Core
 from plumb.aggregator.drift import DriftEngine
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import InvalidInput, Unavailable
+from plumb.aggregator.fleet_baselines import FleetBaselines
 from plumb.aggregator.ingest.auth import build_authenticator, check_exposure
 from plumb.aggregator.ingest.servicer import Ingest
 from plumb.aggregator.ingest.streams import Streams
@@ -213,8 +214,12 @@ async def open_process(settings: AggregatorSettings) -> Process:
         base = evaluator.drift.baselines.get(node)
         return base.gpu_count if base is not None else None
 
+    fleet = FleetBaselines(store, writer, state, intake, evaluator, catalog.drift)
+
     async def save(run: ValidationRun) -> None:
         await asyncio.to_thread(store.save_validation, run)
+        if run.finished_at is not None:
+            await fleet.regrade()  # the figures just stored move the twins' baselines
 
     v = settings.validation
     validator = Validator(
@@ -271,6 +276,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         page,
         restored,
         cluster,
+        fleet,
     )
     return Process(
         settings,
