@@ -18,7 +18,16 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
 from plumb.aggregator import __version__
-from plumb.aggregator.api import benchmarks, bundles, changes, drift, nodes, recipes, validations
+from plumb.aggregator.api import (
+    baselines,
+    benchmarks,
+    bundles,
+    changes,
+    drift,
+    nodes,
+    recipes,
+    validations,
+)
 from plumb.aggregator.api.access import Access, ReadAccess, SignInNeeded, TrustedProxies
 from plumb.aggregator.api.limits import BodyLimit
 from plumb.aggregator.core import Core
@@ -70,6 +79,7 @@ def create_app(core: Core) -> FastAPI:
         changes.router,
         validations.router,
         benchmarks.router,
+        baselines.router,
     ):
         app.include_router(router, dependencies=[ReadAccess])
     app.include_router(web.router)

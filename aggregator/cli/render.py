@@ -17,6 +17,7 @@ from plumb.aggregator import present
 __all__ = [
     "STALE_AFTER_S",
     "Sheet",
+    "baselines_table",
     "drift_table",
     "fleet_table",
     "history_table",
@@ -239,6 +240,31 @@ def changes_table(events: list[dict]) -> Sheet:
                 escape(runs) or "-",
             ]
         )
+    return sheet
+
+
+def baselines_table(rows: list[dict]) -> Sheet:
+    """The fleet's learned baselines (GET /v1/baselines): one line per twin group and check."""
+    sheet = Sheet(
+        f"{plural(len(rows), 'baseline')} learned from the fleet",
+        ["MODEL", "TOPOLOGY", "FABRIC", "FIGURE", "TWINS", "MEDIAN", "SPREAD"],
+        fixed=("TOPOLOGY", "FABRIC", "TWINS", "MEDIAN", "SPREAD"),
+    )
+    for b in rows:
+        unit = f" {b['unit']}" if b["unit"] else ""
+        sheet.rows.append(
+            [
+                escape(b["model"]),
+                f"{b['gpus']} GPUs",
+                escape(b["fabric"]),
+                escape(b["check"]),
+                str(b["twins"]),
+                escape(f"{b['median']:.4g}{unit}"),
+                escape(f"±{b['spread']:.3g}{unit}"),
+            ]
+        )
+    if not rows:
+        sheet.notes.append("none yet: a group shows once enough of its nodes ran a benchmark")
     return sheet
 
 

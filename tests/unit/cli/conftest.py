@@ -47,7 +47,8 @@ class FakeApi:
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
-    for name in ("nodes", "node", "drift", "recipe", "baseline", "validate", "changes"):
+    commands = ("nodes", "node", "drift", "recipe", "baseline", "baselines", "validate", "changes")
+    for name in commands:
         monkeypatch.setattr(
             importlib.import_module(f"plumb.aggregator.cli.{name}"), "api_json", fake
         )
