@@ -305,7 +305,7 @@ def demo(shell: Shell, command: str) -> None:
     tries = out.split("Try\n", 1)[1].split("\nRunning until Ctrl-C")[0].splitlines()
     commands = [t.strip() for t in tries if not t.strip().startswith("http")]
     links = [t.strip().split()[0] for t in tries if t.strip().startswith("http")]
-    assert len(commands) == 4 and len(links) == 9, tries
+    assert len(commands) == 5 and len(links) == 10, tries
     for link in links:
         assert httpx.get(link, timeout=10).status_code == 200, link
     for printed in commands:
