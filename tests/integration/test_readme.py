@@ -71,6 +71,7 @@ HOW: dict[str, How] = {
     "plumb drift": How("run"),  # a fresh dgx-h100 on its recipe: nothing critical, exit 0
     "plumb drift --include-closed --since 2d": How("run"),
     "plumb changes --since 24h": How("run"),
+    "plumb baselines": How("run"),
     "plumb baseline accept NODE": How("run"),
     "plumb node NODE": How("run"),
     "plumb recipe --node NODE": How("run"),
