@@ -17,8 +17,10 @@ from plumb.aggregator import __version__, aicr
 from plumb.aggregator.bundle import Bundle, BundleOptions, Recipe, build, parse_recipe
 from plumb.aggregator.drift import SEVERITIES, Baseline, DriftFinding, whatif
 from plumb.aggregator.drift.evaluation import Evaluator, pool_name
+from plumb.aggregator.drift.twins import FleetBaseline
 from plumb.aggregator.drift.whatif import WhatIf
 from plumb.aggregator.errors import Conflict, InvalidInput, NotFound, TooLarge, Unavailable
+from plumb.aggregator.fleet_baselines import FleetBaselines
 from plumb.aggregator.gates import Gates
 from plumb.aggregator.intake.intake import Intake
 from plumb.aggregator.k8s import Cluster, Uncordoned
@@ -76,6 +78,7 @@ class Core:
         restored: asyncio.Event,
         cluster: Cluster | None,
         gates: Gates,
+        fleet: FleetBaselines,
     ):
         self.settings = settings
         self.catalog = catalog
@@ -95,6 +98,7 @@ class Core:
         self._cluster = cluster
         # Rollout gates per pool (GET /v1/gates); also read by plumb_gate_open.
         self.gates = gates
+        self._fleet = fleet
 
     def metrics_page(self) -> list[bytes]:
         """The /metrics page in pieces: registry families, then the per-node families
@@ -333,6 +337,14 @@ class Core:
             except StoreError as exc:
                 raise Unavailable(str(exc), hint="benchmarks are stored; retry shortly") from exc
         return runs
+
+    async def baselines(self) -> list[FleetBaseline]:
+        """What each group of twins (GPU model, GPU count, fabric) measures on each check,
+        learned from the known nodes' latest figures."""
+        try:
+            return await self._fleet.baselines()
+        except StoreError as exc:
+            raise Unavailable(str(exc), hint="baselines are learned from stored runs") from exc
 
     async def validations(self, limit: int = 20) -> list[ValidationRun]:
         """Recent validation runs, newest first: those in memory (running or just finished),

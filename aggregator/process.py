@@ -26,6 +26,7 @@ from plumb.aggregator.core import Core
 from plumb.aggregator.drift import DriftEngine
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import InvalidInput, Unavailable
+from plumb.aggregator.fleet_baselines import FleetBaselines
 from plumb.aggregator.gates import Gates, ValidatedStacks
 from plumb.aggregator.ingest.auth import build_authenticator, check_exposure
 from plumb.aggregator.ingest.servicer import Ingest
@@ -216,8 +217,12 @@ async def open_process(settings: AggregatorSettings) -> Process:
         base = evaluator.drift.baselines.get(node)
         return base.gpu_count if base is not None else None
 
+    fleet = FleetBaselines(store, writer, state, intake, evaluator, catalog.drift)
+
     async def save(run: ValidationRun) -> None:
         await asyncio.to_thread(store.save_validation, run)
+        if run.finished_at is not None:
+            await fleet.regrade()  # the figures just stored move the twins' baselines
 
     # The stacks nodes were validated at, noted as each run finishes (and counted).
     stacks = ValidatedStacks(state, lambda: validator.latest_by_node())
@@ -285,6 +290,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         restored,
         cluster,
         gates,
+        fleet,
     )
     return Process(
         settings,

@@ -312,9 +312,9 @@ class RemediationSettings(BaseModel):
     max_cordoned_nodes: int | None = Field(None, ge=1)
     # The open findings that cordon a node: critical health findings (a GPU off the bus, an
     # uncorrectable ECC error, a lost GPU), the faults a scheduler must route around.
-    kinds: list[Literal["recipe", "constraint", "baseline", "pool", "health"]] = Field(
-        default_factory=lambda: ["health"], min_length=1
-    )
+    kinds: list[
+        Literal["recipe", "constraint", "baseline", "pool", "health", "straggler", "regression"]
+    ] = Field(default_factory=lambda: ["health"], min_length=1)
     severities: list[Literal["critical", "warning", "info"]] = Field(
         default_factory=lambda: ["critical"], min_length=1
     )
@@ -331,10 +331,12 @@ class GateSettings(BaseModel):
     # own labels, but set by people: Plumb never writes or prunes it (it is not owned).
     canary_label: str = Field("plumb.dev/canary=true", pattern=r"^[^=\s]+=[^=\s]*$")
     # Open findings on a canary that say it does not match its twins and keep the gate
-    # closed: health (a GPU, link or XID fault; links are judged against the pool) and
-    # straggler (benchmark figures under its twins'). Not baseline or pool: a canary on a
-    # new stack differs from its baseline and its pool by design.
-    blocking_kinds: list[str] = Field(default_factory=lambda: ["health", "straggler"], min_length=1)
+    # closed: health (a GPU, link or XID fault; links are judged against the pool),
+    # straggler (benchmark figures under its twins') and regression (under its own previous
+    # run). Not baseline or pool: a canary on a new stack differs from both by design.
+    blocking_kinds: list[str] = Field(
+        default_factory=lambda: ["health", "straggler", "regression"], min_length=1
+    )
     blocking_severities: list[Literal["critical", "warning", "info"]] = Field(
         default_factory=lambda: ["critical", "warning"], min_length=1
     )

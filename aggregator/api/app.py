@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 
 from plumb.aggregator import __version__
 from plumb.aggregator.api import (
+    baselines,
     benchmarks,
     bundles,
     changes,
@@ -101,6 +102,7 @@ def create_app(core: Core) -> FastAPI:
         validations.router,
         benchmarks.router,
         whatif.router,
+        baselines.router,
     ):
         app.include_router(router, dependencies=[ReadAccess])
     app.include_router(web.router)

@@ -10,10 +10,11 @@ from pydantic import AwareDatetime
 from plumb.aggregator.api.access import AdminAccess
 from plumb.aggregator.api.models import BaselineOut, FindingOut
 from plumb.aggregator.api.nodes import CoreDep
+from plumb.aggregator.drift.model import Kind
 
 router = APIRouter(prefix="/v1", tags=["drift"])
 
-KindIn = Literal["recipe", "constraint", "baseline", "pool", "health"]
+KindIn = Kind
 SeverityIn = Literal["critical", "warning", "info"]
 
 

@@ -8,6 +8,7 @@ starts fast (tests/unit/cli/test_cli_imports.py holds the line).
 
 from plumb.aggregator.cli import (  # noqa: F401  (each module registers its commands)
     baseline,
+    baselines,
     bundle,
     changes,
     completion,

@@ -18,6 +18,7 @@ __all__ = [
     "STALE_AFTER_S",
     "Sheet",
     "diff_table",
+    "baselines_table",
     "drift_table",
     "fleet_table",
     "gate_table",
@@ -268,6 +269,31 @@ def _diff_cell(reading: dict | None) -> str:
     if not ok and reading.get("error"):
         text = f"{text}: {reading['error']}"
     return escape(text) if ok else f"[dim]{escape(text)}[/]"
+
+
+def baselines_table(rows: list[dict]) -> Sheet:
+    """The fleet's learned baselines (GET /v1/baselines): one line per twin group and check."""
+    sheet = Sheet(
+        f"{plural(len(rows), 'baseline')} learned from the fleet",
+        ["MODEL", "TOPOLOGY", "FABRIC", "FIGURE", "TWINS", "MEDIAN", "SPREAD"],
+        fixed=("TOPOLOGY", "FABRIC", "TWINS", "MEDIAN", "SPREAD"),
+    )
+    for b in rows:
+        unit = f" {b['unit']}" if b["unit"] else ""
+        sheet.rows.append(
+            [
+                escape(b["model"]),
+                f"{b['gpus']} GPUs",
+                escape(b["fabric"]),
+                escape(b["check"]),
+                str(b["twins"]),
+                escape(f"{b['median']:.4g}{unit}"),
+                escape(f"±{b['spread']:.3g}{unit}"),
+            ]
+        )
+    if not rows:
+        sheet.notes.append("none yet: a group shows once enough of its nodes ran a benchmark")
+    return sheet
 
 
 def recipe_tables(body: dict) -> list[Sheet]:

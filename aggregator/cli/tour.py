@@ -4,6 +4,8 @@ Everything runs as real processes on loopback: `plumb serve` on a temporary SQLi
 and `plumb-agent --simulate` per node, each with its own copy of a shipped profile so
 that editing the copy simulates an upgrade on that node alone. The API listens on loopback
 only, so the demo allows anonymous read; validations need the admin token it generates.
+The H100 copies state benchmark figures, one node's 20 % under its twins': the validation
+shows the baselines Plumb learns from the fleet and that node's `straggler` finding.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import httpx
 import yaml
 from rich.console import Console
 
-from plumb.aggregator.cli.render import drift_table, history_table, nodes_table
+from plumb.aggregator.cli.render import baselines_table, drift_table, history_table, nodes_table
 
 # Four H100 nodes "on EKS" and two A100 nodes "on GKE": two pools, as in a real fleet.
 NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
@@ -38,6 +40,12 @@ UPGRADED_NODE, NEW_DRIVER = "eks-h100-1", "595.45.04"
 OLD_DRIVER = "570.195.03"
 # Its GPU 3 reports uncorrected ECC errors and its NCCL all-reduce runs at a third of peak.
 DEGRADED_NODE = "gke-a100-2"
+# What the H100 nodes' simulated benchmarks measure: near what a healthy 8x H100 reaches
+# (recipes/checks/performance.yaml's notes), and one node 20 % under its twins while still
+# clearing the datasheet gates (315 GB/s and 494.5 TFLOPS): a straggler.
+H100_FIGURES = {"nccl-allreduce": 460.0, "matmul-bf16": 700.0}
+SLOW_NODE = "eks-h100-4"
+SLOW_BY = 0.20
 _TIMEOUT_S = 30.0
 
 
@@ -189,13 +197,37 @@ def _validate(out: Console, base: str, profile: Path, admin_env: dict[str, str])
         return facts["gpus"][3]["ecc_uncorrected_volatile"]["value"] == 2
 
     _wait("the degraded node's facts", degraded)
-    argv = ["validate", "--check", "ecc", "--check", "nccl-allreduce", "--server", base]
+    argv = ["validate", "--check", "ecc", "--check", "nccl-allreduce", "--check", "matmul-bf16"]
+    argv += ["--server", base]
     result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True, env=admin_env)
     out.print(f"$ plumb {' '.join(argv)}", markup=False, highlight=False)
     out.print(result.stdout.rstrip(), markup=False, highlight=False)
     out.print(f"exit code {result.returncode}: non-zero because {DEGRADED_NODE} failed")
     if result.returncode == 0:
         raise RuntimeError("the degraded node passed validation")
+
+
+def _stragglers(out: Console, base: str) -> None:
+    """Show what the fleet learned from that run, and the node slower than its twins."""
+
+    def stragglers() -> list[dict]:
+        return httpx.get(f"{base}/v1/drift", params={"kind": "straggler"}).json()
+
+    _wait("a straggler finding", stragglers)
+    out.print(
+        f"\n[bold]Baselines[/] learned from the fleet: {SLOW_NODE} measures "
+        f"{SLOW_BY:.0%} under its twins, though above the datasheet gates"
+    )
+    out.print(baselines_table(httpx.get(f"{base}/v1/baselines").json()))
+    out.print(drift_table(stragglers()))
+
+
+def _benchmarks(profile: Path, node: str) -> None:
+    """State what an H100 node's simulated benchmarks measure; the slow one less."""
+    spec = yaml.safe_load(profile.read_text())
+    slow = 1 - SLOW_BY if node == SLOW_NODE else 1.0
+    spec["benchmarks"] = {check: value * slow for check, value in H100_FIGURES.items()}
+    profile.write_text(yaml.safe_dump(spec, sort_keys=False))
 
 
 def _profile_copy(name: str, node: str, workdir: Path) -> Path:
@@ -253,6 +285,8 @@ def run_demo(out: Console, *, once: bool = False) -> int:
         with out.status(f"starting {len(NODES)} simulated GPU nodes…"):
             for node, profile in NODES:
                 profiles[node] = _profile_copy(profile, node, workdir)
+                if profile == "dgx-h100":
+                    _benchmarks(profiles[node], node)
                 start(
                     _bin("plumb-agent"),
                     "--aggregator",
@@ -279,6 +313,7 @@ def run_demo(out: Console, *, once: bool = False) -> int:
         _whatif(out, base)
         _bundle(out, base, workdir)
         _validate(out, base, profiles[DEGRADED_NODE], admin_env)
+        _stragglers(out, base)
 
         if once:
             out.print("\nstopping the aggregator and the agents (--once)…")
@@ -292,11 +327,13 @@ def run_demo(out: Console, *, once: bool = False) -> int:
             f"{node_url}/history",
             f"{node_url}/recipe",
             f"{base}/v1/drift?include_closed=true",
+            f"{base}/v1/baselines",
             f"{base}/v1/snapshot?format=yaml",
             f"{base}/metrics",
             f"{base}/docs",
             f"{plumb} nodes --server {base}",
             f"{plumb} drift --server {base}",
+            f"{plumb} baselines --server {base}",
             f"{plumb} recipe --node {UPGRADED_NODE} --server {base}",
             f"{plumb} whatif --driver {OLD_DRIVER} --server {base}",
             f"PLUMB_API_TOKEN_FILE={admin_token} {plumb} validate --server {base}",

@@ -26,6 +26,8 @@ _NODE_KINDS: frozenset[Kind] = frozenset({"recipe", "constraint", "baseline"})
 # What a move of the pool's majority can change: pool findings, and health findings that
 # compare a GPU's links with what the pool runs.
 _POOL_KINDS: frozenset[Kind] = frozenset({"pool", "health"})
+# What only a validation run changes: figures against the node's twins and its last run.
+_BENCHMARK_KINDS: frozenset[Kind] = frozenset({"straggler", "regression"})
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,13 @@ class DriftEngine:
         )
         observations += evaluate.xids(facts, self._xids, self.rules)  # health, like the above
         return self._reconcile(node, observations, _POOL_KINDS, recipe_hash)
+
+    def evaluate_benchmarks(
+        self, node: str, observations: list[Observation], recipe_hash: str
+    ) -> Transitions:
+        """Only the straggler and regression findings of `node`, from its figures against its
+        twins and its previous run (drift/twins.py), after a validation run."""
+        return self._reconcile(node, observations, _BENCHMARK_KINDS, recipe_hash)
 
     def accept_baseline(self, node: str, facts: Facts) -> Baseline:
         """Make the node's current stack its baseline; the next evaluation compares to it."""

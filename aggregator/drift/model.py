@@ -6,9 +6,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-Kind = Literal["recipe", "constraint", "baseline", "pool", "health"]
+# straggler / regression: benchmark figures against the node's twins / its previous run.
+Kind = Literal["recipe", "constraint", "baseline", "pool", "health", "straggler", "regression"]
 Severity = Literal["critical", "warning", "info"]
-KINDS: tuple[Kind, ...] = ("recipe", "constraint", "baseline", "pool", "health")
+KINDS: tuple[Kind, ...] = (
+    "recipe",
+    "constraint",
+    "baseline",
+    "pool",
+    "health",
+    "straggler",
+    "regression",
+)
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
 
 

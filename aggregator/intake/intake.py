@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from plumb.aggregator.drift import Baseline, DriftFinding, Transitions
+from plumb.aggregator.drift import Baseline, DriftFinding, Observation, Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.state.live import LiveState, NodeState, Sensors
 from plumb.aggregator.state.stack import stack_hash
@@ -234,6 +234,31 @@ class Intake:
         for node in gone:
             self.remove(node)
         return [n.name for n in gone]
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def benchmark_findings(self, observations: Mapping[str, list[Observation]]) -> None:
+        """Open and close every known node's straggler and regression findings from what its
+        figures say now (a node absent from `observations` has none), after a validation."""
+        changed = False
+        for node in self._state.nodes():
+            resolution = self._evaluator.resolutions.get(node.name)
+            t = self._evaluator.drift.evaluate_benchmarks(
+                node.name,
+                observations.get(node.name, []),
+                resolution.content_hash if resolution is not None else "",
+            )
+            if not t:
+                continue
+            changed = True
+            self._writer.submit(
+                NodeUpdate(node=t.node, at=self._clock(), opened=t.opened, closed=t.closed)
+            )
+            self._count(t)
+            _log(t)
+            self._touched(t.node)
+        if changed:
+            self._state.changed()
 
     # -- the store: start-up and other replicas ----------------------------------------------
 

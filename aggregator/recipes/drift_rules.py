@@ -110,6 +110,41 @@ class HealthRules(_Strict):
     xid: XidRule
 
 
+class Fabric(_Strict):
+    """A name for how a node's GPUs talk to each other, where its check holds."""
+
+    name: str = Field(pattern=r"^[a-z0-9-]{1,32}$")  # the store keeps 32 characters
+    when: Check
+
+
+class StragglerRule(_Strict):
+    """A figure `below` (a fraction) or more under the median of the node's twins."""
+
+    below: float = Field(gt=0, lt=1)
+    severity: Severity
+    remediation: str
+
+
+class RegressionRule(_Strict):
+    """A figure `step` (a fraction) or more under the node's own previous figure."""
+
+    step: float = Field(gt=0, lt=1)
+    severity: Severity
+    remediation: str
+
+
+class TwinRules(_Strict):
+    """Benchmark figures judged against the fleet itself: a node's twins are the other nodes
+    with its GPU model, GPU count and fabric."""
+
+    min_twins: int = Field(ge=1)
+    # In order: the first whose check holds on the node's facts names its fabric.
+    fabrics: tuple[Fabric, ...]
+    default_fabric: str = Field(pattern=r"^[a-z0-9-]{1,32}$")
+    straggler: StragglerRule
+    regression: RegressionRule
+
+
 class KnowledgeCase(_Strict):
     """One case of a knowledge rule: how bad it is, and its finding's texts as templates."""
 
@@ -289,6 +324,7 @@ class DriftRules(_Strict):
     knowledge: KnowledgeRules
     whatif: WhatIfRules
     driver_owner: DriverOwnership
+    twins: TwinRules
 
     @model_validator(mode="after")
     def _pool_links_kept(self) -> DriftRules:

@@ -45,6 +45,8 @@ _MULTI = {
     "gpu.mig_enabled": ("gpus", "mig_mode_current"),
     # NVML's fabric state (Hopper and later): `N/A` unless the GPU is attached to NVSwitches.
     "gpu.fabric_state": ("gpus", "fabric_state"),
+    # NVLink links each GPU has (up or not): 0 or not_supported on a PCIe-only GPU.
+    "gpu.nvlink_links_total": ("gpus", "nvlink_links_total"),
 }
 # Node labels the view reads, by the name of the view fact.
 _LABELS = {

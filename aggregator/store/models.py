@@ -230,3 +230,9 @@ class ValidationResultRow(Base):
     details: Mapped[str] = mapped_column(Text)
     remediation: Mapped[str] = mapped_column(Text)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # 0009: the stack it was measured on (validation/stack.py) and the node's twin group;
+    # NULL for cluster checks, multi-node runs and rows written before 0009.
+    stack_hash: Mapped[str | None] = mapped_column(String(CONTENT_HASH_CHARS))
+    gpu_model: Mapped[str | None] = mapped_column(Text)
+    gpu_count: Mapped[int | None] = mapped_column(Integer)
+    fabric: Mapped[str | None] = mapped_column(String(32))

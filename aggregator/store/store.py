@@ -49,7 +49,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from plumb.aggregator.drift.engine import Baseline
 from plumb.aggregator.drift.model import DriftFinding
-from plumb.aggregator.validation.model import ValidationRun
+from plumb.aggregator.validation.model import CheckResult, ValidationRun
 from plumb.facts import MAX_VALUE_CHARS, Reading, Status
 
 from . import drift, validation
@@ -466,6 +466,12 @@ class Store:
         with _errors("listing validation runs", self._engine), self._engine.connect() as conn:
             runs = (validation.load(conn, run_id) for run_id in validation.recent_ids(conn, limit))
             return [run for run in runs if run is not None]
+
+    def figures(self, per: int = 2) -> list[CheckResult]:
+        """The `per` newest measured figures of every (node, check), with the stack each was
+        measured on: what the fleet's baselines are learned from."""
+        with _errors("reading benchmark figures", self._engine), self._engine.connect() as conn:
+            return validation.figures(conn, per)
 
     def validation(self, run_id: str) -> ValidationRun | None:
         """A stored validation run with its results, or None."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from sqlalchemy import Connection, Table, delete, select
+from sqlalchemy import Connection, Table, delete, func, select
 from sqlalchemy.sql.dml import Insert
 
-from plumb.aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
+from plumb.aggregator.validation.model import CheckResult, PlannedCheck, Stack, ValidationRun
 
 from .models import ValidationResultRow, ValidationRunRow
 
@@ -72,24 +73,59 @@ def load(conn: Connection, run_id: str) -> ValidationRun | None:
         finished_at=row.finished_at,
     )
     for r in conn.execute(select(_results).where(_results.c.run_id == run_id)).all():
-        run.results[(r.node, r.check_id)] = CheckResult(
-            node=r.node,
-            check_id=r.check_id,
-            phase=r.phase,
-            severity=r.severity,
-            status=r.status,
-            message=r.message,
-            value=r.value,
-            unit=r.unit,
-            threshold=r.threshold,
-            peak=r.peak,
-            ratio_to_peak=r.ratio_to_peak,
-            duration_s=r.duration_s,
-            details=json.loads(r.details),
-            remediation=r.remediation,
-            finished_at=r.finished_at,
-        )
+        run.results[(r.node, r.check_id)] = _result(r)
     return run
+
+
+def figures(conn: Connection, per: int) -> list[CheckResult]:
+    """The `per` newest measured figures of each (node, check): results with a value and
+    the stack they were measured on, not errors or skips; by node, check, newest first."""
+    c = _results.c
+    newest = (
+        func.row_number()
+        .over(partition_by=(c.node, c.check_id), order_by=(c.finished_at.desc(), c.run_id))
+        .label("newest")
+    )
+    measured = (
+        select(_results, newest)
+        .where(
+            c.value.is_not(None),
+            c.stack_hash.is_not(None),
+            c.finished_at.is_not(None),
+            c.status.in_(("pass", "warn", "fail")),
+        )
+        .subquery()
+    )
+    stmt = (
+        select(measured)
+        .where(measured.c.newest <= per)
+        .order_by(measured.c.node, measured.c.check_id, measured.c.newest)
+    )
+    return [_result(r) for r in conn.execute(stmt).all()]
+
+
+def _result(r: Any) -> CheckResult:
+    stack = None
+    if r.stack_hash is not None:
+        stack = Stack(r.stack_hash, r.gpu_model or "", r.gpu_count or 0, r.fabric or "")
+    return CheckResult(
+        node=r.node,
+        check_id=r.check_id,
+        phase=r.phase,
+        severity=r.severity,
+        status=r.status,
+        message=r.message,
+        value=r.value,
+        unit=r.unit,
+        threshold=r.threshold,
+        peak=r.peak,
+        ratio_to_peak=r.ratio_to_peak,
+        duration_s=r.duration_s,
+        details=json.loads(r.details),
+        remediation=r.remediation,
+        finished_at=r.finished_at,
+        stack=stack,
+    )
 
 
 def unfinished(conn: Connection) -> list[tuple[str, str | None]]:
@@ -121,4 +157,8 @@ def _result_params(run_id: str, r: CheckResult) -> dict[str, object]:
         "details": _dumps(dict(r.details)),
         "remediation": r.remediation,
         "finished_at": r.finished_at,
+        "stack_hash": r.stack.hash if r.stack else None,
+        "gpu_model": r.stack.model if r.stack else None,
+        "gpu_count": r.stack.gpus if r.stack else None,
+        "fabric": r.stack.fabric if r.stack else None,
     }

@@ -6,7 +6,8 @@ check id `nccl-<collective>` (`nccl-allreduce` is the built-in check, so its thr
 severity apply). A whole run passes, then is graded like the built-in check against its GPU
 model's catalog peak; a failed run (wrong values, a failure line) fails; an incomplete one
 is an `error`, never a pass. A multi-node run is not graded against NVLink: the network
-bounds it, and the catalog has no peak for the network.
+bounds it, and the catalog has no peak for the network; nor does it carry a node's stack, so
+it never counts among a node's twins' figures.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from plumb.aggregator.recipes.check_catalog import CheckDef
 from plumb.aggregator.state.live import LiveState, NodeState
 from plumb.aggregator.validation.grading import grade, peak_of
 from plumb.aggregator.validation.model import CheckResult, PlannedCheck, ValidationRun
+from plumb.aggregator.validation.stack import stack_of
 from plumb.facts import Reading
 from plumb.nccltests import NcclNode, NcclRun, summary
 
@@ -66,6 +68,8 @@ def external_runs(
         results = {}
         for node in targets:
             result = _result(run, node, check_id, severity, check, now)
+            if not multi:
+                result = replace(result, stack=stack_of(node.facts, catalog))
             if check is not None and check.threshold is not None and result.status == "pass":
                 if multi:
                     result = replace(

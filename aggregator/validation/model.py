@@ -18,6 +18,22 @@ CLUSTER = "(cluster)"
 
 
 @dataclass(frozen=True)
+class Stack:
+    """The node a figure came from, as twins are told apart: stack digest, GPU model (the
+    GPU catalog's, else the NVML name), GPU count and fabric (recipes/drift.yaml `twins`)."""
+
+    hash: str
+    model: str
+    gpus: int
+    fabric: str
+
+    @property
+    def group(self) -> tuple[str, int, str]:
+        """(model, GPU count, fabric): the nodes whose figures compare."""
+        return self.model, self.gpus, self.fabric
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """One check on one node: its status, why, and for a benchmark its graded figure."""
 
@@ -36,6 +52,9 @@ class CheckResult:
     details: Mapping[str, str] = field(default_factory=dict)
     remediation: str = ""
     finished_at: datetime | None = None
+    # What the node ran when it measured (validation/stack.py); None for a cluster check or a
+    # multi-node run, whose figure no single node's stack explains.
+    stack: Stack | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,14 @@ from plumb.aggregator.validation import wire
 from plumb.aggregator.validation.deployment import DEPLOYMENT
 from plumb.aggregator.validation.grading import grade, peak_of
 from plumb.aggregator.validation.kubernetes import KUBERNETES, Kube, run_check
-from plumb.aggregator.validation.model import CLUSTER, CheckResult, PlannedCheck, ValidationRun
+from plumb.aggregator.validation.model import (
+    CLUSTER,
+    CheckResult,
+    PlannedCheck,
+    Stack,
+    ValidationRun,
+)
+from plumb.aggregator.validation.stack import stack_of
 from plumb.aggregator.validation.xids import grade_xids
 from plumb.facts import Reading
 from plumb.v1 import agent_pb2
@@ -50,6 +57,7 @@ class _NodeRequest:
     session: str
     remaining: dict[str, CheckDef]
     facts: Mapping[str, Reading]
+    stack: Stack | None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -207,6 +215,7 @@ class Validator:
             details=result.details,
             remediation=check.remediation,
             finished_at=self._clock(),
+            stack=req.stack,
         )
         if check.threshold is not None:
             out = grade(out, check, peak_of(check, req.facts, self._catalog))
@@ -260,23 +269,27 @@ class Validator:
             log.warning("validation not stored", extra={"run": run.id, "error": str(exc)})
 
     def _local_checks(self, run: ValidationRun, node: str, defs: list[CheckDef]) -> None:
-        """Deployment checks decided here, and checks this build cannot run anywhere."""
+        """Deployment checks, decided here from the node's live facts."""
+        local = [d for d in defs if d.runs_on == "aggregator"]
+        if not local:
+            return
         state = self._state.get(node)
         now = self._clock()
-        for d in defs:
-            if d.runs_on == "aggregator":
-                if state is None or not state.facts:
-                    self._record(run, self._result(node, d, "error", "no facts from node", now))
-                    continue
-                try:
-                    status, msg, details = DEPLOYMENT[d.id](
-                        state.facts, self._resolve(state), self._catalog
-                    )
-                except Exception as exc:  # one node's broken recipe must not end the run
-                    log.warning("deployment check failed", extra={"node": node, "error": str(exc)})
-                    status, msg, details = "error", f"{type(exc).__name__}: {exc}", {}
-                result = self._result(node, d, status, msg, now)
-                self._record(run, _soften(_with(result, details), d))
+        if state is None or not state.facts:
+            for d in local:
+                self._record(run, self._result(node, d, "error", "no facts from node", now))
+            return
+        stack = stack_of(state.facts, self._catalog)
+        for d in local:
+            try:
+                status, msg, details = DEPLOYMENT[d.id](
+                    state.facts, self._resolve(state), self._catalog
+                )
+            except Exception as exc:  # one node's broken recipe must not end the run
+                log.warning("deployment check failed", extra={"node": node, "error": str(exc)})
+                status, msg, details = "error", f"{type(exc).__name__}: {exc}", {}
+            result = self._result(node, d, status, msg, now)
+            self._record(run, _soften(replace(result, details=details, stack=stack), d))
 
     async def _cluster(self, run: ValidationRun, d: CheckDef) -> None:
         """One Kubernetes check, once for the cluster; skipped without a Kubernetes client."""
@@ -305,7 +318,8 @@ class Validator:
                     why = "could not queue the request on the node's stream (busy or closed)"
                     self._record(run, self._result(node, d, "error", why))
                 return
-            req = _NodeRequest(run, node, session, {d.id: d for d in defs}, state.facts)
+            stack = stack_of(state.facts, self._catalog)
+            req = _NodeRequest(run, node, session, {d.id: d for d in defs}, state.facts, stack)
             self._requests[request_id] = req
             budget_s = sum(d.timeout_s for d in defs) + self._grace_s
             try:
@@ -346,10 +360,6 @@ class Validator:
             remediation=d.remediation,
             finished_at=at or self._clock(),
         )
-
-
-def _with(result: CheckResult, details: dict[str, str]) -> CheckResult:
-    return replace(result, details=details)
 
 
 def _soften(result: CheckResult, check: CheckDef) -> CheckResult:

@@ -18,9 +18,9 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 
 from plumb.aggregator import __version__
-from plumb.aggregator.validation.model import CheckResult, ValidationRun
+from plumb.aggregator.validation.model import CheckResult, Stack, ValidationRun
 
-__all__ = ["ctrf", "junit", "result_json", "run_json"]
+__all__ = ["ctrf", "junit", "result_json", "run_json", "stack_json"]
 
 _CTRF_STATUS = {
     "pass": "passed",
@@ -64,7 +64,13 @@ def result_json(r: CheckResult) -> dict:
         "details": dict(r.details),
         "remediation": r.remediation if r.status in ("fail", "warn", "error") else None,
         "finished_at": _iso(r.finished_at),
+        "stack": stack_json(r.stack) if r.stack is not None else None,
     }
+
+
+def stack_json(s: Stack) -> dict:
+    """What the node ran when it measured: its stack hash and twin group."""
+    return {"hash": s.hash, "model": s.model, "gpus": s.gpus, "fabric": s.fabric}
 
 
 def run_json(run: ValidationRun, *, results: bool = True) -> dict:

@@ -1,8 +1,9 @@
 """`plumb demo --once`: the whole tour against real processes, then everything stops.
 
 What the tour must show comes from tour.py's story: a driver upgrade on eks-h100-1 opens
-critical drift and its rollback closes it, a Helm bundle verifies, and gke-a100-2 (ECC errors,
-slow NCCL) fails validation. Staying up until Ctrl-C is covered by test_readme.py (`make demo`).
+critical drift and its rollback closes it, a Helm bundle verifies, gke-a100-2 (ECC errors,
+slow NCCL) fails validation, and eks-h100-4, 20 % under its three H100 twins, is a straggler.
+Staying up until Ctrl-C is covered by test_readme.py (`make demo`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def test_the_demo_runs_through_and_stops_everything_with_once(tmp_path):
     assert re.search(r"^what-if driver 595\.45\.04: safe$(?s:.*?)^exit code 0$", out, re.M)
     assert re.search(r"^OK: \d+ files match checksums.txt$", out, re.M)  # plumb verify
     assert "exit code 1: non-zero because gke-a100-2 failed" in out
+    assert "eks-h100-4 measures 20% under its twins" in out
+    assert re.search(r"^eks-h100-4 +warning +straggler +nccl-allreduce", out, re.M)
+    assert re.search(r"^H100 SXM5 +8 GPUs +nvswitch +nccl-allreduce +4 +460 GB/s", out, re.M)
     assert "Running until Ctrl-C" not in out and "Try" not in out  # no links to a stopped server
     (base,) = re.findall(r"HTTP (http://127\.0\.0\.1:\d+)", out)
     with pytest.raises(httpx.ConnectError):

@@ -73,6 +73,7 @@ HOW: dict[str, How] = {
     "plumb changes --since 24h": How("run"),
     # sim-1 (dgx-h100, CUDA 12.9) on R590: a new-feature branch (info), above every minimum
     "plumb whatif --driver 590.44.01 --pool eks/h100/ubuntu/any/any": How("run"),
+    "plumb baselines": How("run"),
     "plumb baseline accept NODE": How("run"),
     "plumb node NODE": How("run"),
     "plumb recipe --node NODE": How("run"),
@@ -307,7 +308,7 @@ def demo(shell: Shell, command: str) -> None:
     tries = out.split("Try\n", 1)[1].split("\nRunning until Ctrl-C")[0].splitlines()
     commands = [t.strip() for t in tries if not t.strip().startswith("http")]
     links = [t.strip().split()[0] for t in tries if t.strip().startswith("http")]
-    assert len(commands) == 4 and len(links) == 9, tries
+    assert len(commands) == 5 and len(links) == 10, tries
     for link in links:
         assert httpx.get(link, timeout=10).status_code == 200, link
     for printed in commands:

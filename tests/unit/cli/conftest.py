@@ -62,6 +62,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
         "drift",
         "recipe",
         "baseline",
+        "baselines",
         "validate",
         "changes",
         "whatif",

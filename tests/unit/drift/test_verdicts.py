@@ -134,9 +134,11 @@ def fresh() -> DriftEngine:
 
 def test_l40s_on_a_newer_driver_from_the_operator_is_one_warning_never_critical():
     # 595.91.07 is R595 (production, supported to 2027-03), above the recipe's R580 floor and
-    # CUDA 13.2's 595.45.04: the node is ahead of its 580.173.02 pin, nothing more.
+    # CUDA 13.2's 595.45.04: the node is ahead of its 580.173.02 pin, nothing more. On Ubuntu:
+    # on Amazon Linux the accelerated AMI owns the driver (mixin os-amazonlinux), no pin.
     engine = fresh()
-    assert verdict(engine, l40s_g6e(**OPERATOR)) == [
+    ubuntu = {"host.os_id": "ubuntu", "host.os_version_id": "24.04"}
+    assert verdict(engine, l40s_g6e(**OPERATOR, **ubuntu)) == [
         ("recipe", "driver", "warning", RECIPE_DRIVER, "595.91.07"),
     ]
     (finding,) = engine.open_findings()
