@@ -18,6 +18,13 @@ router = APIRouter(prefix="/v1", tags=["bundles"])
 
 CoreDep = Annotated[Core, Depends(get_core)]
 Texts = Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=256)]
+# A --set-json value or a --set-file text: a chart's config snippet is a few KiB; the
+# request body limit (http_max_body_bytes) bounds their sum.
+Blobs = Annotated[list[Annotated[str, Field(max_length=256 << 10)]], Field(max_length=64)]
+FileTexts = Annotated[
+    dict[Annotated[str, Field(max_length=1024)], Annotated[str, Field(max_length=256 << 10)]],
+    Field(max_length=64),
+]
 MEDIA = {"tar.gz": "application/gzip", "zip": "application/zip"}
 
 
@@ -31,6 +38,10 @@ class BundleIn(BaseModel):
     recipe: dict[str, Any] | Annotated[str, Field(max_length=1_000_000)] | None = None
     deployer: str = "helm"
     set: Texts = []
+    set_json: Blobs = []
+    set_file: FileTexts = Field(default={}, description="component:path -> the file's text")
+    nodes: int = Field(default=0, ge=0, le=100_000, description="expected GPU nodes; 0 unset")
+    storage_class: str | None = Field(default=None, max_length=253)
     system_node_selector: Texts = []
     system_tolerations: Texts = []
     accelerated_node_selector: Texts = []
@@ -50,6 +61,10 @@ async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
     options = BundleOptions.parse(
         body.deployer,
         set=body.set,
+        set_json=body.set_json,
+        set_file=body.set_file,
+        nodes=body.nodes,
+        storage_class=body.storage_class,
         system_node_selector=body.system_node_selector,
         system_tolerations=body.system_tolerations,
         accelerated_node_selector=body.accelerated_node_selector,

@@ -116,7 +116,13 @@ def _readme(
         f"{'local chart' if r.local else f'`{r.chart_ref}`'} | {r.version} |"
         for r in releases
     )
-    overrides = "".join(f"- `--set {o}`\n" for o in options.overrides) or "- none\n"
+    overrides = (
+        "".join(f"- `{m.flag} {m}`\n" for m in options.json_merges)
+        + "".join(f"- `--set {o}`\n" for o in options.overrides)
+        + "".join(f"- `{m.flag} {m}`\n" for m in options.file_merges)
+        + (f"- `--nodes {options.nodes}`\n" if options.nodes else "")
+        + (f"- `--storage-class {options.storage_class}`\n" if options.storage_class else "")
+    ) or "- none\n"
     warnings = "".join(f"- {w}\n" for w in recipe.warnings) or "- none\n"
     return f"""# GPU stack bundle ({options.deployer})
 

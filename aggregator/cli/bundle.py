@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -41,6 +41,20 @@ def bundle(
     set: Annotated[
         list[str] | None, typer.Option("--set", help="component:path=value, repeatable")
     ] = None,
+    set_json: Annotated[
+        list[str] | None,
+        typer.Option("--set-json", help="component:path=JSON, deep-merged; repeatable"),
+    ] = None,
+    set_file: Annotated[
+        list[str] | None,
+        typer.Option("--set-file", help="component:path=FILE, the file's text; repeatable"),
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option(min=0, help="expected GPU node count, for charts that size by it")
+    ] = 0,
+    storage_class: Annotated[
+        str | None, typer.Option(help="StorageClass for the charts' persistent volumes")
+    ] = None,
     system_node_selector: Many = None,
     system_toleration: Many = None,
     accelerated_node_selector: Many = None,
@@ -71,6 +85,10 @@ def bundle(
     body: dict = {
         "deployer": deployer,
         "set": set or [],
+        "set_json": set_json or [],
+        "set_file": _file_texts(set_file or []),
+        "nodes": nodes,
+        "storage_class": storage_class,
         "system_node_selector": system_node_selector or [],
         "system_tolerations": system_toleration or [],
         "accelerated_node_selector": accelerated_node_selector or [],
@@ -100,6 +118,28 @@ def bundle(
         f"wrote {plural(files, 'file')} to {output} ({len(data) / 1024:.1f} KiB archived)",
         markup=False,
     )
+
+
+def _file_texts(pairs: list[str]) -> dict[str, str]:
+    """``component:path`` -> the text of FILE, for each ``--set-file component:path=FILE``.
+
+    The CLI reads the files, so the aggregator never opens a path a request names.
+    """
+    texts: dict[str, str] = {}
+    for pair in pairs:
+        target, eq, name = pair.partition("=")
+        if not eq or not name:
+            _bad(f"--set-file {pair!r}: expected component:path=FILE")
+        try:
+            texts[target] = Path(name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            _bad(f"--set-file {pair!r}: cannot read {name} as UTF-8 text: {exc}")
+    return texts
+
+
+def _bad(message: str) -> NoReturn:
+    err.print(message, markup=False)
+    raise typer.Exit(EXIT_CODES["invalid_input"])
 
 
 def _empty(folder: Path) -> None:
