@@ -18,7 +18,7 @@ from plumb.aggregator.bundle.errors import BundleError
 
 __all__ = ["BundleOptions", "Merge", "Override", "Toleration"]
 
-DEPLOYERS = ("argocd", "flux", "helm", "helmfile")
+DEPLOYERS = ("argocd", "argocd-helm", "flux", "helm", "helmfile")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _OVERRIDE = re.compile(r"^(?P<component>[a-z0-9][a-z0-9.-]*):(?P<path>[^=]+)=(?P<value>.*)$", re.S)
 # A StorageClass name is a DNS-1123 subdomain.

@@ -34,7 +34,7 @@ def bundle(
     deployer: Annotated[
         str,
         typer.Option(
-            help="how the bundle deploys (helm, helmfile, argocd, flux …)",
+            help="how the bundle deploys (helm, helmfile, argocd, argocd-helm, flux)",
             parser=choices.one_of("deployer", choices.deployers, default="helm"),
         ),
     ] = "helm",
@@ -60,7 +60,7 @@ def bundle(
     accelerated_node_selector: Many = None,
     accelerated_toleration: Many = None,
     repo_url: Annotated[
-        str | None, typer.Option(help="Git repo of the bundle (argocd, flux)")
+        str | None, typer.Option(help="Git repo of the bundle (argocd, argocd-helm, flux)")
     ] = None,
     repo_branch: str = "main",
     force: Annotated[

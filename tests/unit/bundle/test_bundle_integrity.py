@@ -14,7 +14,7 @@ from plumb.aggregator.cli import app
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("deployer", ["helm", "helmfile", "argocd", "flux"])
+@pytest.mark.parametrize("deployer", ["helm", "helmfile", "argocd", "argocd-helm", "flux"])
 def test_same_input_gives_identical_archive_bytes(make_bundle, recipe, deployer, fmt):
     first = make_bundle(recipe, deployer).archive(fmt)
     second = make_bundle(recipe, deployer).archive(fmt)
