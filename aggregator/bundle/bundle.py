@@ -144,8 +144,11 @@ Recipe warnings:
 ## Verify
 
 ```sh
-sha256sum -c checksums.txt   # or: plumb verify .
+sha256sum -c checksums.txt       # or: plumb verify .
+plumb verify . --key signer.pub  # a signed bundle (checksums.txt.sig): the signature too
 ```
 
-Any edit breaks the checksums; regenerate the bundle with Plumb instead.
+Any edit breaks the checksums; regenerate the bundle with Plumb instead. Checksums alone do
+not prove a bundle untouched (whoever edits a file can recompute them); a signature checked
+against the signer's public key does.
 """

@@ -63,6 +63,10 @@ def bundle(
         str | None, typer.Option(help="Git repo of the bundle (argocd, argocd-helm, flux)")
     ] = None,
     repo_branch: str = "main",
+    sign_key: Annotated[
+        Path | None,
+        typer.Option(help="Ed25519 private key (PEM or OpenSSH): sign checksums.txt with it"),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="replace the contents of a non-empty output folder"),
@@ -71,10 +75,13 @@ def bundle(
     """A deployable bundle of the recipe for --node, a recipe file, or criteria.
 
     A folder given as --output must be empty, or --force replaces everything in it (so
-    `plumb verify` checks exactly the new bundle). Exit codes: 0 ok, 2 bad option or a
-    non-empty folder, 5 aggregator unreachable.
+    `plumb verify` checks exactly the new bundle). With --sign-key the bundle gets
+    checksums.txt.sig, made here: the key never leaves this machine. Exit codes: 0 ok, 2 bad
+    option or a non-empty folder, 5 aggregator unreachable.
     """
     folder = output.suffix not in ARCHIVES
+    fmt = ARCHIVES.get(output.suffix, "tar.gz")
+    key = _load_key(sign_key, private=True) if sign_key else None
     if folder and output.is_dir() and any(output.iterdir()) and not force:
         err.print(
             f"{output} is not empty: a bundle written into it would sit beside stale files\n"
@@ -95,7 +102,7 @@ def bundle(
         "accelerated_tolerations": accelerated_toleration or [],
         "repo_url": repo_url,
         "repo_branch": repo_branch,
-        "format": ARCHIVES.get(output.suffix, "tar.gz"),
+        "format": "tar.gz" if key else fmt,  # a signed bundle is re-archived here
     }
     if node:
         body["node"] = node
@@ -106,6 +113,10 @@ def bundle(
             service=service, accelerator=accelerator, os=os, intent=intent, platform=platform
         )
     data, files = _post(server, body)
+    if key:
+        from plumb.aggregator.bundle import sign_archive
+
+        data, files = sign_archive(data, key, fmt), files + 1
     if folder:
         from plumb.aggregator.bundle import unpack
 
@@ -135,6 +146,20 @@ def _file_texts(pairs: list[str]) -> dict[str, str]:
         except (OSError, UnicodeDecodeError) as exc:
             _bad(f"--set-file {pair!r}: cannot read {name} as UTF-8 text: {exc}")
     return texts
+
+
+def _load_key(path: Path, *, private: bool):
+    """The Ed25519 key in the file at ``path``; a bad one exits 2 saying why."""
+    from plumb.aggregator.bundle import BundleError, private_key, public_key
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        _bad(f"cannot read key {path}: {exc.strerror}")
+    try:
+        return private_key(data) if private else public_key(data)
+    except BundleError as exc:
+        _bad(f"{path}: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
 
 
 def _bad(message: str) -> NoReturn:
@@ -172,19 +197,49 @@ def _post(server: str, body: dict) -> tuple[bytes, int]:
 @app.command(name="verify")
 def verify_bundle(
     path: Annotated[Path, typer.Argument(help="a bundle folder, .tar.gz or .zip")],
+    key: Annotated[
+        Path | None,
+        typer.Option(help="the signer's Ed25519 public key: checksums.txt.sig must be its"),
+    ] = None,
+    min_trust_level: Annotated[
+        str,
+        typer.Option(
+            help="fail below this level: unverified (checksums only) or verified (signed, --key)",
+            parser=choices.one_of("trust level", choices.trust_levels, default="unverified"),
+        ),
+    ] = "unverified",
 ) -> None:
-    """Recompute a bundle's checksums; exit 1 naming every changed, missing or extra file."""
+    """Recompute a bundle's checksums (and, with --key, check its signature); exit 1 naming
+    every changed, missing or extra file, or a signature that is missing or not the key's.
+
+    Checksums alone prove no tampering: whoever edits a file can recompute them. Only a
+    signature checked against the signer's key makes a bundle verified, so
+    --min-trust-level verified needs --key (exit 2 without it).
+    """
     from plumb.aggregator.bundle import BundleError, verify
 
+    if min_trust_level == "verified" and key is None:
+        _bad(
+            "--min-trust-level verified needs --key: only a signature checked against the "
+            "signer's public key makes a bundle verified"
+        )
+    public = _load_key(key, private=False) if key else None
     try:
-        checked, problems = verify(path)
+        verdict = verify(path, public)
     except BundleError as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(EXIT_CODES[exc.code]) from exc
-    for problem in problems:
+    for problem in verdict.problems:
         err.print(str(problem), markup=False)
-    if problems:
-        err.print(f"FAILED: {plural(len(problems), 'problem')} in {path}", markup=False)
+    if verdict.problems:
+        err.print(f"FAILED: {plural(len(verdict.problems), 'problem')} in {path}", markup=False)
         raise typer.Exit(1)
-    verb = "matches" if checked == 1 else "match"
-    out.print(f"OK: {plural(checked, 'file')} {verb} checksums.txt", markup=False)
+    verb = "matches" if verdict.checked == 1 else "match"
+    if verdict.trust == "verified":
+        how = "verified (signed by the given key)"
+    elif verdict.signed:
+        how = "unverified (signed; no --key to check it)"
+    else:
+        how = "unverified (checksums only: unsigned)"
+    out.print(f"OK: {plural(verdict.checked, 'file')} {verb} checksums.txt", markup=False)
+    out.print(f"trust level: {how}", markup=False)

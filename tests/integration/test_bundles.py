@@ -32,8 +32,8 @@ def test_bundle_for_a_live_node_carries_its_facts_and_verifies(aggregator, start
     assert "attachment" in resp.headers["Content-Disposition"]
     archive = tmp_path / "bundle.tar.gz"
     archive.write_bytes(data)
-    checked, problems = verify(archive)
-    assert problems == [] and checked == int(resp.headers["X-Bundle-Files"])
+    verdict = verify(archive)
+    assert verdict.problems == [] and verdict.checked == int(resp.headers["X-Bundle-Files"])
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         facts_member = next(m for m in tar.getmembers() if m.name.endswith("/facts.yaml"))
         facts = yaml.safe_load(tar.extractfile(facts_member).read())  # type: ignore[union-attr]
@@ -93,6 +93,27 @@ def test_cli_set_file_of_a_missing_file_exits_2_naming_it(aggregator, tmp_path):
     )  # fmt: skip
     assert run.returncode == 2 and "absent.toml" in run.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("output", ["signed.zip", "signed"])
+def test_cli_signs_with_a_local_key_and_verify_checks_it(aggregator, tmp_path, output):
+    key, pub = tmp_path / "bundle.key", tmp_path / "bundle.pub"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
+    out = tmp_path / output
+    made = subprocess.run(
+        [str(BIN / "plumb"), "bundle", "--server", aggregator.url, "--service", "eks",
+         "--accelerator", "h100", "--intent", "training", "--sign-key", str(key), "-o", str(out)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    checked = subprocess.run(
+        [str(BIN / "plumb"), "verify", str(out), "--key", str(pub), "--min-trust-level",
+         "verified"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    assert "trust level: verified" in checked.stdout
 
 
 def test_same_criteria_give_the_same_archive(aggregator):
