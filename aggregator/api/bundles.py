@@ -28,6 +28,15 @@ FileTexts = Annotated[
 MEDIA = {"tar.gz": "application/gzip", "zip": "application/zip"}
 
 
+class ChartIn(BaseModel):
+    """Make the bundle a Helm chart of this name and version (for ``oci://`` output)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=63)
+    version: str = Field(max_length=128)
+
+
 class BundleIn(BaseModel):
     """Exactly one of ``criteria``, ``node`` or ``recipe`` (a recipe.yaml, as text or object)."""
 
@@ -42,6 +51,7 @@ class BundleIn(BaseModel):
     set_file: FileTexts = Field(default={}, description="component:path -> the file's text")
     nodes: int = Field(default=0, ge=0, le=100_000, description="expected GPU nodes; 0 unset")
     storage_class: str | None = Field(default=None, max_length=253)
+    chart: ChartIn | None = None
     system_node_selector: Texts = []
     system_tolerations: Texts = []
     accelerated_node_selector: Texts = []
@@ -65,6 +75,7 @@ async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
         set_file=body.set_file,
         nodes=body.nodes,
         storage_class=body.storage_class,
+        chart=(body.chart.name, body.chart.version) if body.chart else None,
         system_node_selector=body.system_node_selector,
         system_tolerations=body.system_tolerations,
         accelerated_node_selector=body.accelerated_node_selector,

@@ -2,14 +2,15 @@
 
 Pure: recipe and facts in, files out; no web or CLI code. ``build`` makes a Bundle, which
 writes itself to a folder or a deterministic archive; ``sign_archive`` adds an Ed25519
-signature of its ``checksums.txt``; ``verify`` checks one against both and says how far it
-can be trusted.
+signature of its ``checksums.txt``; ``push`` puts one in an OCI registry as a Helm chart;
+``verify`` checks one against its checksums and signature and says how far it can be trusted.
 """
 
 from plumb.aggregator.bundle.archive import FORMATS, Format, unpack
 from plumb.aggregator.bundle.bundle import Bundle, build
 from plumb.aggregator.bundle.checksums import CHECKSUMS, SIGNATURE, Problem, check
 from plumb.aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.oci import OciRef, push
 from plumb.aggregator.bundle.options import DEPLOYERS, BundleOptions, Override, Toleration
 from plumb.aggregator.bundle.recipe import Recipe, parse_recipe
 from plumb.aggregator.bundle.signature import private_key, public_key, sign_archive
@@ -25,6 +26,7 @@ __all__ = [
     "BundleError",
     "BundleOptions",
     "Format",
+    "OciRef",
     "Override",
     "Problem",
     "Recipe",
@@ -36,6 +38,7 @@ __all__ = [
     "parse_recipe",
     "private_key",
     "public_key",
+    "push",
     "sign_archive",
     "unpack",
     "verify",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from plumb.aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.oci import CHART_NAME, CHART_VERSION
 
 __all__ = ["BundleOptions", "Merge", "Override", "Toleration"]
 
@@ -139,7 +140,8 @@ class BundleOptions:
     """One bundle request's options; ``repo_url`` is where argocd/flux find the bundle in Git.
 
     ``nodes`` (the expected GPU node count, 0 for unset) and ``storage_class`` go to the value
-    paths the registry declares for them, as node placement does.
+    paths the registry declares for them, as node placement does. ``chart`` (name, version)
+    makes the bundle a Helm chart of that name, for ``oci://`` output (see oci.py).
     """
 
     deployer: str = "helm"
@@ -148,6 +150,7 @@ class BundleOptions:
     file_merges: tuple[Merge, ...] = ()
     nodes: int = 0
     storage_class: str | None = None
+    chart: tuple[str, str] | None = None
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
     system_tolerations: tuple[Toleration, ...] = ()
     accelerated_node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -170,6 +173,14 @@ class BundleOptions:
                 f"storage class {self.storage_class!r} is not a StorageClass name",
                 hint="lower-case letters, digits, '-' and '.', at most 253 characters; e.g. gp3",
             )
+        if self.chart is not None:
+            name, version = self.chart
+            if not CHART_NAME.match(name) or not CHART_VERSION.match(version):
+                raise BundleError(
+                    f"chart {name!r} version {version!r}: expected a Helm chart name and a "
+                    "SemVer version",
+                    hint="e.g. gpu-stack 1.0.0",
+                )
 
     @classmethod
     def parse(
@@ -181,6 +192,7 @@ class BundleOptions:
         set_file: Mapping[str, str] | None = None,
         nodes: int = 0,
         storage_class: str | None = None,
+        chart: tuple[str, str] | None = None,
         system_node_selector: Iterable[str] = (),
         system_tolerations: Iterable[str] = (),
         accelerated_node_selector: Iterable[str] = (),
@@ -199,6 +211,7 @@ class BundleOptions:
             file_merges=tuple(Merge.from_file(t, c) for t, c in (set_file or {}).items()),
             nodes=nodes,
             storage_class=storage_class,
+            chart=chart,
             system_node_selector=_selector(system_node_selector, "system node selector"),
             system_tolerations=tuple(Toleration.parse(t) for t in system_tolerations),
             accelerated_node_selector=_selector(

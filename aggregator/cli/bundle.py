@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -14,6 +14,9 @@ from plumb.aggregator.cli.recipe import Accelerator, Intent, Node, Os, Platform,
 from plumb.aggregator.cli.render import plural
 from plumb.aggregator.errors import EXIT_CODES
 
+if TYPE_CHECKING:
+    from plumb.aggregator.bundle import OciRef
+
 Many = Annotated[list[str] | None, typer.Option()]
 ARCHIVES = {".zip": "zip", ".gz": "tar.gz", ".tgz": "tar.gz"}
 
@@ -21,7 +24,10 @@ ARCHIVES = {".zip": "zip", ".gz": "tar.gz", ".tgz": "tar.gz"}
 @app.command()
 def bundle(
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="a folder, or a .tar.gz / .zip file")
+        str,
+        typer.Option(
+            "-o", "--output", help="a folder, a .tar.gz / .zip file, or oci://REGISTRY/NAME:VERSION"
+        ),
     ],
     server: ServerOpt = "http://127.0.0.1:8080",
     node: Node = None,
@@ -67,6 +73,12 @@ def bundle(
         Path | None,
         typer.Option(help="Ed25519 private key (PEM or OpenSSH): sign checksums.txt with it"),
     ] = None,
+    helm: Annotated[
+        str, typer.Option(envvar="PLUMB_HELM", help="the helm that pushes oci:// output")
+    ] = "helm",
+    plain_http: Annotated[
+        bool, typer.Option("--plain-http", help="oci:// over HTTP: a registry without TLS")
+    ] = False,
     force: Annotated[
         bool,
         typer.Option("--force", help="replace the contents of a non-empty output folder"),
@@ -79,16 +91,16 @@ def bundle(
     checksums.txt.sig, made here: the key never leaves this machine. Exit codes: 0 ok, 2 bad
     option or a non-empty folder, 5 aggregator unreachable.
     """
-    folder = output.suffix not in ARCHIVES
-    fmt = ARCHIVES.get(output.suffix, "tar.gz")
+    oci = _oci_ref(output) if output.startswith("oci://") else None
+    target = Path(output)
+    folder = oci is None and target.suffix not in ARCHIVES
+    fmt = ARCHIVES.get(target.suffix, "tar.gz") if oci is None else "tar.gz"
     key = _load_key(sign_key, private=True) if sign_key else None
-    if folder and output.is_dir() and any(output.iterdir()) and not force:
-        err.print(
+    if folder and target.is_dir() and any(target.iterdir()) and not force:
+        _bad(
             f"{output} is not empty: a bundle written into it would sit beside stale files\n"
-            "hint: give an empty or new folder, or --force to replace its contents",
-            markup=False,
+            "hint: give an empty or new folder, or --force to replace its contents"
         )
-        raise typer.Exit(EXIT_CODES["invalid_input"])
     body: dict = {
         "deployer": deployer,
         "set": set or [],
@@ -104,6 +116,8 @@ def bundle(
         "repo_branch": repo_branch,
         "format": "tar.gz" if key else fmt,  # a signed bundle is re-archived here
     }
+    if oci is not None:
+        body["chart"] = {"name": oci.name, "version": oci.version}
     if node:
         body["node"] = node
     elif recipe:
@@ -117,18 +131,45 @@ def bundle(
         from plumb.aggregator.bundle import sign_archive
 
         data, files = sign_archive(data, key, fmt), files + 1
+    if oci is not None:
+        digest = _push(data, oci, helm, plain_http)
+        err.print(f"pushed {plural(files, 'file')} to {oci}", markup=False)
+        err.print(f"digest: {digest}", markup=False)
+        return
     if folder:
         from plumb.aggregator.bundle import unpack
 
-        if output.is_dir():
-            _empty(output)
-        unpack(data, output)
+        if target.is_dir():
+            _empty(target)
+        unpack(data, target)
     else:
-        output.write_bytes(data)
+        target.write_bytes(data)
     err.print(
         f"wrote {plural(files, 'file')} to {output} ({len(data) / 1024:.1f} KiB archived)",
         markup=False,
     )
+
+
+def _oci_ref(text: str) -> OciRef:
+    """The ``oci://`` reference of ``-o``; a bad one exits 2 before any request."""
+    from plumb.aggregator.bundle import BundleError, OciRef
+
+    try:
+        return OciRef.parse(text)
+    except BundleError as exc:
+        _bad(f"-o {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+
+
+def _push(data: bytes, ref: OciRef, helm: str, plain_http: bool) -> str:
+    """Push the bundle with helm; the manifest digest, or exit by the error's code."""
+    from plumb.aggregator.bundle import push
+    from plumb.aggregator.errors import PlumbError
+
+    try:
+        return push(data, ref, helm=helm, plain_http=plain_http)
+    except PlumbError as exc:
+        err.print(str(exc) + (f"\nhint: {exc.hint}" if exc.hint else ""), markup=False)
+        raise typer.Exit(EXIT_CODES[exc.code]) from exc
 
 
 def _file_texts(pairs: list[str]) -> dict[str, str]:

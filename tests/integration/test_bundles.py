@@ -134,6 +134,7 @@ def test_same_criteria_give_the_same_archive(aggregator):
         ({"criteria": {}, "set_file": {"gpu-operator:nope.x": "t"}}, "has no map 'nope'"),
         ({"criteria": {}, "storage_class": "Premium_RWO"}, "is not a StorageClass name"),
         ({"criteria": {}, "nodes": -1}, "nodes"),
+        ({"criteria": {}, "chart": {"name": "GPU", "version": "1.0.0"}}, "a Helm chart name"),
     ],
 )
 def test_bad_bundle_input_is_a_client_error_saying_why(aggregator, body, message):

@@ -106,12 +106,13 @@ def _release(r: Release) -> dict[str, Any]:
 
 def render(releases: list[Release], options: BundleOptions) -> Output:
     """``Chart.yaml``, ``values.yaml``, ``templates/`` (one file per release) and local charts."""
+    name, version = options.chart or (ROOT_APP, LOCAL_CHART_VERSION)
     chart = {
         "apiVersion": "v2",
-        "name": ROOT_APP,
+        "name": name,
         "description": "Argo CD Applications for a resolved GPU stack recipe",
         "type": "application",
-        "version": LOCAL_CHART_VERSION,
+        "version": version,
     }
     values = {
         "repoURL": options.repo_url or "",
