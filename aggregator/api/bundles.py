@@ -18,7 +18,23 @@ router = APIRouter(prefix="/v1", tags=["bundles"])
 
 CoreDep = Annotated[Core, Depends(get_core)]
 Texts = Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=256)]
+# A --set-json value or a --set-file text: a chart's config snippet is a few KiB; the
+# request body limit (http_max_body_bytes) bounds their sum.
+Blobs = Annotated[list[Annotated[str, Field(max_length=256 << 10)]], Field(max_length=64)]
+FileTexts = Annotated[
+    dict[Annotated[str, Field(max_length=1024)], Annotated[str, Field(max_length=256 << 10)]],
+    Field(max_length=64),
+]
 MEDIA = {"tar.gz": "application/gzip", "zip": "application/zip"}
+
+
+class ChartIn(BaseModel):
+    """Make the bundle a Helm chart of this name and version (for ``oci://`` output)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=63)
+    version: str = Field(max_length=128)
 
 
 class BundleIn(BaseModel):
@@ -31,6 +47,11 @@ class BundleIn(BaseModel):
     recipe: dict[str, Any] | Annotated[str, Field(max_length=1_000_000)] | None = None
     deployer: str = "helm"
     set: Texts = []
+    set_json: Blobs = []
+    set_file: FileTexts = Field(default={}, description="component:path -> the file's text")
+    nodes: int = Field(default=0, ge=0, le=100_000, description="expected GPU nodes; 0 unset")
+    storage_class: str | None = Field(default=None, max_length=253)
+    chart: ChartIn | None = None
     system_node_selector: Texts = []
     system_tolerations: Texts = []
     accelerated_node_selector: Texts = []
@@ -38,6 +59,24 @@ class BundleIn(BaseModel):
     repo_url: str | None = Field(default=None, max_length=2048)
     repo_branch: str = Field(default="main", max_length=255)
     format: Literal["tar.gz", "zip"] = "tar.gz"
+
+    def options(self) -> BundleOptions:
+        """The deployer and its options, checked (InvalidInput names what is wrong)."""
+        return BundleOptions.parse(
+            self.deployer,
+            set=self.set,
+            set_json=self.set_json,
+            set_file=self.set_file,
+            nodes=self.nodes,
+            storage_class=self.storage_class,
+            chart=(self.chart.name, self.chart.version) if self.chart else None,
+            system_node_selector=self.system_node_selector,
+            system_tolerations=self.system_tolerations,
+            accelerated_node_selector=self.accelerated_node_selector,
+            accelerated_tolerations=self.accelerated_tolerations,
+            repo_url=self.repo_url,
+            repo_branch=self.repo_branch,
+        )
 
 
 @router.post(
@@ -47,18 +86,8 @@ class BundleIn(BaseModel):
 )
 async def create_bundle(body: BundleIn, core: CoreDep) -> Response:
     """The bundle as an archive; headers give its file count, size and SHA-256."""
-    options = BundleOptions.parse(
-        body.deployer,
-        set=body.set,
-        system_node_selector=body.system_node_selector,
-        system_tolerations=body.system_tolerations,
-        accelerated_node_selector=body.accelerated_node_selector,
-        accelerated_tolerations=body.accelerated_tolerations,
-        repo_url=body.repo_url,
-        repo_branch=body.repo_branch,
-    )
     bundle = await core.bundle(
-        options,
+        body.options(),
         node=body.node,
         criteria=body.criteria.criteria() if body.criteria is not None else None,
         recipe=body.recipe,

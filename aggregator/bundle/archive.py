@@ -15,13 +15,24 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Literal
 
-from plumb.aggregator.bundle.checksums import CHECKSUMS
+from plumb.aggregator.bundle.checksums import CHECKSUMS, SIGNATURE
 from plumb.aggregator.bundle.errors import BundleError
 
-__all__ = ["FORMATS", "Format", "archive", "read_bundle", "unpack", "write_dir"]
+__all__ = [
+    "FORMATS",
+    "Archive",
+    "Contents",
+    "Format",
+    "archive",
+    "read_archive",
+    "read_bundle",
+    "unpack",
+    "write_dir",
+]
 
 Format = Literal["tar.gz", "zip"]
 FORMATS: tuple[Format, ...] = ("tar.gz", "zip")
@@ -74,26 +85,55 @@ def write_dir(directory: Path, files: Mapping[str, bytes], executables: frozense
         target.chmod(_mode(path, executables))
 
 
-def unpack(data: bytes, directory: Path) -> int:
-    """Write a bundle ``tar.gz`` (as ``archive`` makes it) under ``directory``; its file count."""
+@dataclass(frozen=True)
+class Archive:
+    """A bundle read back from the ``tar.gz`` that ``archive`` makes."""
+
+    top: str
+    files: dict[str, bytes]
+    executables: frozenset[str]
+
+    def to(self, fmt: Format) -> bytes:
+        """The same files, archived again as ``fmt``."""
+        return archive(self.top, self.files, self.executables, fmt)
+
+
+def read_archive(data: bytes) -> Archive:
+    """A bundle ``tar.gz`` (as ``archive`` makes it): its folder, files and executables."""
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             members = [m for m in tar.getmembers()[: MAX_FILES + 1] if m.isfile()]
-            files = _strip_top(
-                Path("archive"), {m.name: tar.extractfile(m).read() for m in members}
-            )  # type: ignore[union-attr]
-            executables = {
-                rel for m, rel in zip(members, files, strict=True) if m.mode & stat.S_IXUSR
-            }
+            entries = {m.name: tar.extractfile(m).read() for m in members}  # type: ignore[union-attr]
     except tarfile.TarError as exc:
         raise BundleError(f"not a bundle archive: {exc}") from exc
-    write_dir(directory, files, frozenset(executables))
-    return len(files)
+    files = _strip_top(Path("archive"), entries)
+    executables = {
+        "/".join(PurePosixPath(m.name).parts[1:]) for m in members if m.mode & stat.S_IXUSR
+    }
+    top = PurePosixPath(members[0].name).parts[0] if members else ""
+    return Archive(top, files, frozenset(executables))
 
 
-def read_bundle(path: Path) -> tuple[dict[str, str], bytes | None]:
-    """A bundle's files as (relative path -> SHA-256 hex, the bytes of ``checksums.txt``), from
-    a folder, ``.tar.gz`` or ``.zip``.
+def unpack(data: bytes, directory: Path) -> int:
+    """Write a bundle ``tar.gz`` (as ``archive`` makes it) under ``directory``; its file count."""
+    bundle = read_archive(data)
+    write_dir(directory, bundle.files, bundle.executables)
+    return len(bundle.files)
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What ``verify`` needs of a bundle: each file's SHA-256, and the bytes of
+    ``checksums.txt`` and ``checksums.txt.sig`` (None where absent)."""
+
+    digests: dict[str, str]
+    checksums: bytes | None
+    signature: bytes | None
+
+
+def read_bundle(path: Path) -> Contents:
+    """A bundle's file digests, ``checksums.txt`` and signature, from a folder, ``.tar.gz`` or
+    ``.zip``.
 
     Files are hashed as they stream, in chunks, so memory stays bounded whatever an archive
     claims or expands to; more than MAX_BYTES of content (a decompression bomb: a few MB of
@@ -108,7 +148,7 @@ def read_bundle(path: Path) -> tuple[dict[str, str], bytes | None]:
             if p.is_file():
                 with p.open("rb") as f:
                     digests.add(rel, f, p.stat().st_size)
-        return digests.files, digests.checksums
+        return digests.contents()
     if not path.is_file():
         raise BundleError(f"no bundle at {path}")
     if zipfile.is_zipfile(path):
@@ -117,7 +157,7 @@ def read_bundle(path: Path) -> tuple[dict[str, str], bytes | None]:
                 if not i.is_dir():
                     with zf.open(i) as f:
                         digests.add(digests.relative(i.filename), f, i.file_size)
-        return digests.files, digests.checksums
+        return digests.contents()
     try:
         with tarfile.open(path, mode="r:*") as tar:
             for m in tar:  # one header at a time, never the whole member list
@@ -127,7 +167,7 @@ def read_bundle(path: Path) -> tuple[dict[str, str], bytes | None]:
                     digests.add(digests.relative(m.name), tar.extractfile(m), m.size)  # type: ignore[arg-type]
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise BundleError(f"{path}: neither a folder, a tar.gz nor a zip: {exc}") from exc
-    return digests.files, digests.checksums
+    return digests.contents()
 
 
 class _Digests:
@@ -136,7 +176,7 @@ class _Digests:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.files: dict[str, str] = {}
-        self.checksums: bytes | None = None
+        self.kept: dict[str, bytes] = {}
         self._left = MAX_BYTES
         self._top: str | None = None
 
@@ -157,7 +197,7 @@ class _Digests:
         if declared > self._left:
             raise self._too_big()
         digest = hashlib.sha256()
-        keep = rel == CHECKSUMS
+        keep = rel in (CHECKSUMS, SIGNATURE)
         kept = bytearray()
         while chunk := stream.read(_CHUNK):
             self._left -= len(chunk)
@@ -168,7 +208,10 @@ class _Digests:
                 kept += chunk
         self.files[rel] = digest.hexdigest()
         if keep:
-            self.checksums = bytes(kept)
+            self.kept[rel] = bytes(kept)
+
+    def contents(self) -> Contents:
+        return Contents(self.files, self.kept.get(CHECKSUMS), self.kept.get(SIGNATURE))
 
     def _too_big(self) -> BundleError:
         return BundleError(f"{self.path}: more than {MAX_BYTES} bytes of files; not a bundle")

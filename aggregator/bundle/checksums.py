@@ -1,8 +1,9 @@
 """``checksums.txt`` (``sha256sum`` format) and checking a bundle against it.
 
-A bundle verifies when every file it holds, except ``checksums.txt``, is listed with its
-SHA-256 and nothing listed is absent: a changed byte, a missing file and an extra file are
-each a problem naming the file. ``sha256sum -c checksums.txt`` checks the same digests.
+A bundle verifies when every file it holds, except ``checksums.txt`` and its signature
+``checksums.txt.sig`` (made after it, see signature.py), is listed with its SHA-256 and
+nothing listed is absent: a changed byte, a missing file and an extra file are each a
+problem naming the file. ``sha256sum -c checksums.txt`` checks the same digests.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["CHECKSUMS", "Problem", "checksums_text", "check"]
+__all__ = ["CHECKSUMS", "SIGNATURE", "Problem", "checksums_text", "check"]
 
 CHECKSUMS = "checksums.txt"
+SIGNATURE = "checksums.txt.sig"
 _LINE = re.compile(r"^(?P<digest>[0-9a-f]{64})  (?P<path>\S.*)$")
 
 
@@ -55,7 +57,7 @@ def check(digests: Mapping[str, str], listing: bytes | None) -> list[Problem]:
             problems.append(Problem(CHECKSUMS, "malformed", f"line {number}: {line[:80]!r}"))
             continue
         listed[match["path"]] = match["digest"]
-    for path in sorted(set(listed) | set(digests) - {CHECKSUMS}):
+    for path in sorted(set(listed) | set(digests) - {CHECKSUMS, SIGNATURE}):
         if path not in digests:
             problems.append(Problem(path, "missing", "listed in checksums.txt, not in the bundle"))
         elif path not in listed:

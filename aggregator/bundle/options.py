@@ -1,23 +1,29 @@
 """What a bundle request may vary besides the recipe: deployer, value overrides, placement, repo.
 
 Every option arrives as text (CLI flags and the HTTP body use the same forms) and is parsed
-here, so both transports reject the same bad input with the same message.
+here, so both transports reject the same bad input with the same message. ``--set-file`` is
+the one exception: the CLI reads the file and sends its text, so the server never opens a
+path a request names.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from plumb.aggregator.bundle.errors import BundleError
+from plumb.aggregator.bundle.oci import CHART_NAME, CHART_VERSION
 
-__all__ = ["BundleOptions", "Override", "Toleration"]
+__all__ = ["BundleOptions", "Merge", "Override", "Toleration"]
 
-DEPLOYERS = ("argocd", "flux", "helm", "helmfile")
+DEPLOYERS = ("argocd", "argocd-helm", "flux", "helm", "helmfile")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _OVERRIDE = re.compile(r"^(?P<component>[a-z0-9][a-z0-9.-]*):(?P<path>[^=]+)=(?P<value>.*)$", re.S)
+# A StorageClass name is a DNS-1123 subdomain.
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 _KEY = re.compile(r"^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 
 
@@ -31,19 +37,64 @@ class Override:
 
     @classmethod
     def parse(cls, text: str) -> Override:
-        match = _OVERRIDE.match(text)
-        if match is None:
-            raise BundleError(
-                f"--set {text!r}: expected component:path=value",
-                hint="e.g. gpu-operator:driver.version=580.95.05",
-            )
-        path = tuple(match["path"].split("."))
-        if any(not part for part in path):
-            raise BundleError(f"--set {text!r}: empty key in path {match['path']!r}")
-        return cls(match["component"], path, match["value"])
+        component, path, value = _split("--set", text, "gpu-operator:driver.version=580.95.05")
+        return cls(component, path, value)
 
     def __str__(self) -> str:
         return f"{self.component}:{'.'.join(self.path)}={self.value}"
+
+
+@dataclass(frozen=True)
+class Merge:
+    """``--set-json component:path=JSON`` or ``--set-file component:path=FILE``, as Helm has them.
+
+    The value (the parsed JSON, or the file's text) is merged at ``path``: a map deep-merges
+    into the map there, anything else (a list, a scalar, text) replaces what is there.
+    """
+
+    flag: Literal["--set-json", "--set-file"]
+    component: str
+    path: tuple[str, ...]
+    value: Any
+
+    @classmethod
+    def from_json(cls, text: str) -> Merge:
+        """``component:path=JSON`` from ``--set-json``."""
+        example = 'gpu-operator:daemonsets.labels={"team":"ml"}'
+        component, path, raw = _split("--set-json", text, example)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise BundleError(
+                f"--set-json {text!r}: the value is not JSON: {exc.msg} at column {exc.colno}",
+                hint=f"e.g. {example}",
+            ) from exc
+        except RecursionError as exc:
+            raise BundleError(f"--set-json {text!r}: the value nests too deeply") from exc
+        return cls("--set-json", component, path, value)
+
+    @classmethod
+    def from_file(cls, target: str, content: str) -> Merge:
+        """``component:path`` from ``--set-file`` and the text of the file it names."""
+        component, path, _ = _split("--set-file", f"{target}=", "gpu-operator:driver.config=FILE")
+        return cls("--set-file", component, path, content)
+
+    def __str__(self) -> str:
+        where = f"{self.component}:{'.'.join(self.path)}"
+        if self.flag == "--set-file":
+            return f"{where}=<file, {len(self.value.encode())} bytes>"
+        return f"{where}={json.dumps(self.value, sort_keys=True, separators=(',', ':'))}"
+
+
+def _split(flag: str, text: str, example: str) -> tuple[str, tuple[str, ...], str]:
+    """(component, path, value) of ``component:path=value``; BundleError says what is wrong."""
+    match = _OVERRIDE.match(text)
+    if match is None:
+        raise BundleError(f"{flag} {text!r}: expected component:path=value", hint=f"e.g. {example}")
+    path = tuple(match["path"].split("."))
+    if any(not part for part in path):
+        raise BundleError(f"{flag} {text!r}: empty key in path {match['path']!r}")
+    return match["component"], path, match["value"]
 
 
 @dataclass(frozen=True)
@@ -86,10 +137,20 @@ def _selector(pairs: Iterable[str], what: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class BundleOptions:
-    """One bundle request's options; ``repo_url`` is where argocd/flux find the bundle in Git."""
+    """One bundle request's options; ``repo_url`` is where argocd/flux find the bundle in Git.
+
+    ``nodes`` (the expected GPU node count, 0 for unset) and ``storage_class`` go to the value
+    paths the registry declares for them, as node placement does. ``chart`` (name, version)
+    makes the bundle a Helm chart of that name, for ``oci://`` output (see oci.py).
+    """
 
     deployer: str = "helm"
     overrides: tuple[Override, ...] = ()
+    json_merges: tuple[Merge, ...] = ()
+    file_merges: tuple[Merge, ...] = ()
+    nodes: int = 0
+    storage_class: str | None = None
+    chart: tuple[str, str] | None = None
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
     system_tolerations: tuple[Toleration, ...] = ()
     accelerated_node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -103,6 +164,23 @@ class BundleOptions:
                 f"unknown deployer {self.deployer!r}; known: {', '.join(DEPLOYERS)}",
                 hint=f"one of {', '.join(DEPLOYERS)}",
             )
+        if self.nodes < 0:
+            raise BundleError(f"nodes must be 0 (unset) or more, got {self.nodes}")
+        if self.storage_class is not None and (
+            len(self.storage_class) > 253 or not _SUBDOMAIN.match(self.storage_class)
+        ):
+            raise BundleError(
+                f"storage class {self.storage_class!r} is not a StorageClass name",
+                hint="lower-case letters, digits, '-' and '.', at most 253 characters; e.g. gp3",
+            )
+        if self.chart is not None:
+            name, version = self.chart
+            if not CHART_NAME.match(name) or not CHART_VERSION.match(version):
+                raise BundleError(
+                    f"chart {name!r} version {version!r}: expected a Helm chart name and a "
+                    "SemVer version",
+                    hint="e.g. gpu-stack 1.0.0",
+                )
 
     @classmethod
     def parse(
@@ -110,6 +188,11 @@ class BundleOptions:
         deployer: str = "helm",
         *,
         set: Iterable[str] = (),
+        set_json: Iterable[str] = (),
+        set_file: Mapping[str, str] | None = None,
+        nodes: int = 0,
+        storage_class: str | None = None,
+        chart: tuple[str, str] | None = None,
         system_node_selector: Iterable[str] = (),
         system_tolerations: Iterable[str] = (),
         accelerated_node_selector: Iterable[str] = (),
@@ -117,10 +200,18 @@ class BundleOptions:
         repo_url: str | None = None,
         repo_branch: str = "main",
     ) -> BundleOptions:
-        """Options from their text forms, as the CLI and the HTTP body give them."""
+        """Options from their text forms, as the CLI and the HTTP body give them.
+
+        ``set_file`` maps each ``component:path`` to the text of its file.
+        """
         return cls(
             deployer=deployer,
             overrides=tuple(Override.parse(s) for s in set),
+            json_merges=tuple(Merge.from_json(s) for s in set_json),
+            file_merges=tuple(Merge.from_file(t, c) for t, c in (set_file or {}).items()),
+            nodes=nodes,
+            storage_class=storage_class,
+            chart=chart,
             system_node_selector=_selector(system_node_selector, "system node selector"),
             system_tolerations=tuple(Toleration.parse(t) for t in system_tolerations),
             accelerated_node_selector=_selector(

@@ -1,10 +1,13 @@
-"""Each release's final values: recipe values, then node placement, then ``--set`` overrides.
+"""Each release's final values: recipe values, then placement, then the user's overrides.
 
 An operand's values (the driver's, the toolkit's) merge into its parent chart's values under
-the registry's ``values_key``. Placement goes only to the value paths the registry declares
-for a component (``node_scheduling``), so a chart never gets a key it does not read. An
-override may only change a value that exists, so a typo fails loudly instead of being ignored
-by the chart; an override of an operand (``driver:version=...``) lands in its parent chart's values.
+the registry's ``values_key``. Placement (node selectors, tolerations, ``--nodes``,
+``--storage-class``) goes only to the value paths the registry declares for a component, so
+a chart never gets a key it does not read. Overrides then apply in Helm's order:
+``--set-json``, ``--set``, ``--set-file``. A ``--set`` may only change a single value that
+exists, and a ``--set-json``/``--set-file`` path must lead through maps that exist (its last
+key may be new), so a typo fails loudly instead of being ignored by the chart. An override of
+an operand (``driver:version=...``) lands in its parent chart's values.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from plumb.aggregator import untrusted
 from plumb.aggregator.bundle.errors import BundleError
-from plumb.aggregator.bundle.options import BundleOptions, Override
+from plumb.aggregator.bundle.options import BundleOptions, Merge, Override
 from plumb.aggregator.bundle.recipe import Recipe
 from plumb.aggregator.errors import InvalidInput
 from plumb.aggregator.recipes import Catalog
@@ -48,10 +51,22 @@ def release_values(
             if tolerations:
                 for path in paths.toleration_paths:
                     _put(values, path.split("."), copy.deepcopy(tolerations))
+        if options.nodes:
+            for path in scheduling.node_count_paths:
+                _put(values, path.split("."), options.nodes)
+        if options.storage_class:
+            for path in catalog.registry[name].storage_class_paths:
+                _put(values, path.split("."), options.storage_class)
         out[name] = values
+    for merge in options.json_merges:
+        target, path = _target(recipe, catalog, merge)
+        _merge_at(out[target], path, merge)
     for override in options.overrides:
         target, path = _target(recipe, catalog, override)
         _override(out[target], path, override)
+    for merge in options.file_merges:
+        target, path = _target(recipe, catalog, merge)
+        _merge_at(out[target], path, merge)
     return out
 
 
@@ -73,13 +88,16 @@ def _put(values: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def _target(recipe: Recipe, catalog: Catalog, override: Override) -> tuple[str, tuple[str, ...]]:
+def _target(
+    recipe: Recipe, catalog: Catalog, override: Override | Merge
+) -> tuple[str, tuple[str, ...]]:
     """The deployable component whose values an override changes, and the path in them."""
     comp = recipe.component(override.component)
     if comp is None:
         have = ", ".join(sorted(c.name for c in recipe.components))
+        flag = override.flag if isinstance(override, Merge) else "--set"
         raise BundleError(
-            f"--set {override}: component {override.component!r} is not in this recipe",
+            f"{flag} {override}: component {override.component!r} is not in this recipe",
             hint=f"components: {have}",
         )
     if comp.type != "operand":
@@ -112,6 +130,26 @@ def _override(values: dict[str, Any], path: tuple[str, ...], override: Override)
             hint="set one of its keys",
         )
     node[path[-1]] = _coerce(old, override)
+
+
+def _merge_at(values: dict[str, Any], path: tuple[str, ...], merge: Merge) -> None:
+    """Put ``merge.value`` at ``path``: a map deep-merges into a map there, all else replaces."""
+    node = values
+    for depth, key in enumerate(path[:-1]):
+        if not isinstance(node.get(key), dict):
+            where = ".".join(path[:depth]) or "(top level)"
+            raise BundleError(
+                f"{merge.flag} {merge}: {merge.component} has no map "
+                f"{'.'.join(path[: depth + 1])!r}",
+                hint=f"keys at {where}: {', '.join(sorted(node)) or 'none'}; a new subtree is "
+                f"set one level up, as a JSON object",
+            )
+        node = node[key]
+    last = path[-1]
+    if isinstance(merge.value, Mapping) and isinstance(node.get(last), dict):
+        _merge(node[last], merge.value)
+    else:
+        node[last] = copy.deepcopy(merge.value)
 
 
 def _coerce(old: Any, override: Override) -> Any:

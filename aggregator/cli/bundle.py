@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -24,6 +24,9 @@ from plumb.aggregator.cli.recipe import (
 from plumb.aggregator.cli.render import plural
 from plumb.aggregator.errors import EXIT_CODES
 
+if TYPE_CHECKING:
+    from plumb.aggregator.bundle import OciRef
+
 Many = Annotated[list[str] | None, typer.Option()]
 ARCHIVES = {".zip": "zip", ".gz": "tar.gz", ".tgz": "tar.gz"}
 
@@ -31,7 +34,10 @@ ARCHIVES = {".zip": "zip", ".gz": "tar.gz", ".tgz": "tar.gz"}
 @app.command()
 def bundle(
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="a folder, or a .tar.gz / .zip file")
+        str,
+        typer.Option(
+            "-o", "--output", help="a folder, a .tar.gz / .zip file, or oci://REGISTRY/NAME:VERSION"
+        ),
     ],
     server: ServerOpt = "http://127.0.0.1:8080",
     node: Node = None,
@@ -44,22 +50,46 @@ def bundle(
     deployer: Annotated[
         str,
         typer.Option(
-            help="how the bundle deploys (helm, helmfile, argocd, flux …)",
+            help="how the bundle deploys (helm, helmfile, argocd, argocd-helm, flux)",
             parser=choices.one_of("deployer", choices.deployers, default="helm"),
         ),
     ] = "helm",
     set: Annotated[
         list[str] | None, typer.Option("--set", help="component:path=value, repeatable")
     ] = None,
+    set_json: Annotated[
+        list[str] | None,
+        typer.Option("--set-json", help="component:path=JSON, deep-merged; repeatable"),
+    ] = None,
+    set_file: Annotated[
+        list[str] | None,
+        typer.Option("--set-file", help="component:path=FILE, the file's text; repeatable"),
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option(min=0, help="expected GPU node count, for charts that size by it")
+    ] = 0,
+    storage_class: Annotated[
+        str | None, typer.Option(help="StorageClass for the charts' persistent volumes")
+    ] = None,
     system_node_selector: Many = None,
     system_toleration: Many = None,
     accelerated_node_selector: Many = None,
     accelerated_toleration: Many = None,
     repo_url: Annotated[
-        str | None, typer.Option(help="Git repo of the bundle (argocd, flux)")
+        str | None, typer.Option(help="Git repo of the bundle (argocd, argocd-helm, flux)")
     ] = None,
     repo_branch: str = "main",
     data: DataDir = None,
+    sign_key: Annotated[
+        Path | None,
+        typer.Option(help="Ed25519 private key (PEM or OpenSSH): sign checksums.txt with it"),
+    ] = None,
+    helm: Annotated[
+        str, typer.Option(envvar="PLUMB_HELM", help="the helm that pushes oci:// output")
+    ] = "helm",
+    plain_http: Annotated[
+        bool, typer.Option("--plain-http", help="oci:// over HTTP: a registry without TLS")
+    ] = False,
     force: Annotated[
         bool,
         typer.Option("--force", help="replace the contents of a non-empty output folder"),
@@ -68,28 +98,37 @@ def bundle(
     """A deployable bundle of the recipe for --node, a recipe file, or criteria.
 
     A folder given as --output must be empty, or --force replaces everything in it (so
-    `plumb verify` checks exactly the new bundle). Exit codes: 0 ok, 2 bad option or a
-    non-empty folder, 5 aggregator unreachable.
+    `plumb verify` checks exactly the new bundle). With --sign-key the bundle gets
+    checksums.txt.sig, made here: the key never leaves this machine. Exit codes: 0 ok, 2 bad
+    option or a non-empty folder, 5 aggregator unreachable.
     """
-    folder = output.suffix not in ARCHIVES
-    if folder and output.is_dir() and any(output.iterdir()) and not force:
-        err.print(
+    oci = _oci_ref(output) if output.startswith("oci://") else None
+    target = Path(output)
+    folder = oci is None and target.suffix not in ARCHIVES
+    fmt = ARCHIVES.get(target.suffix, "tar.gz") if oci is None else "tar.gz"
+    key = _load_key(sign_key, private=True) if sign_key else None
+    if folder and target.is_dir() and any(target.iterdir()) and not force:
+        _bad(
             f"{output} is not empty: a bundle written into it would sit beside stale files\n"
-            "hint: give an empty or new folder, or --force to replace its contents",
-            markup=False,
+            "hint: give an empty or new folder, or --force to replace its contents"
         )
-        raise typer.Exit(EXIT_CODES["invalid_input"])
     body: dict = {
         "deployer": deployer,
         "set": set or [],
+        "set_json": set_json or [],
+        "set_file": _file_texts(set_file or []),
+        "nodes": nodes,
+        "storage_class": storage_class,
         "system_node_selector": system_node_selector or [],
         "system_tolerations": system_toleration or [],
         "accelerated_node_selector": accelerated_node_selector or [],
         "accelerated_tolerations": accelerated_toleration or [],
         "repo_url": repo_url,
         "repo_branch": repo_branch,
-        "format": ARCHIVES.get(output.suffix, "tar.gz"),
+        "format": "tar.gz" if key else fmt,  # a signed bundle is re-archived here
     }
+    if oci is not None:
+        body["chart"] = {"name": oci.name, "version": oci.version}
     if node:
         body["node"] = node
     elif recipe:
@@ -102,18 +141,85 @@ def bundle(
         err.print("--data builds here from recipe files; --node needs the aggregator's facts")
         raise typer.Exit(EXIT_CODES["invalid_input"])
     archive, files = _build_here(data, body) if data else _post(server, body)
+    if key:
+        from plumb.aggregator.bundle import sign_archive
+
+        archive, files = sign_archive(archive, key, fmt), files + 1
+    if oci is not None:
+        digest = _push(archive, oci, helm, plain_http)
+        err.print(f"pushed {plural(files, 'file')} to {oci}", markup=False)
+        err.print(f"digest: {digest}", markup=False)
+        return
     if folder:
         from plumb.aggregator.bundle import unpack
 
-        if output.is_dir():
-            _empty(output)
-        unpack(archive, output)
+        if target.is_dir():
+            _empty(target)
+        unpack(archive, target)
     else:
-        output.write_bytes(archive)
+        target.write_bytes(archive)
     err.print(
         f"wrote {plural(files, 'file')} to {output} ({len(archive) / 1024:.1f} KiB archived)",
         markup=False,
     )
+
+
+def _oci_ref(text: str) -> OciRef:
+    """The ``oci://`` reference of ``-o``; a bad one exits 2 before any request."""
+    from plumb.aggregator.bundle import BundleError, OciRef
+
+    try:
+        return OciRef.parse(text)
+    except BundleError as exc:
+        _bad(f"-o {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+
+
+def _push(data: bytes, ref: OciRef, helm: str, plain_http: bool) -> str:
+    """Push the bundle with helm; the manifest digest, or exit by the error's code."""
+    from plumb.aggregator.bundle import push
+    from plumb.aggregator.errors import PlumbError
+
+    try:
+        return push(data, ref, helm=helm, plain_http=plain_http)
+    except PlumbError as exc:
+        err.print(str(exc) + (f"\nhint: {exc.hint}" if exc.hint else ""), markup=False)
+        raise typer.Exit(EXIT_CODES[exc.code]) from exc
+
+
+def _file_texts(pairs: list[str]) -> dict[str, str]:
+    """``component:path`` -> the text of FILE, for each ``--set-file component:path=FILE``.
+
+    The CLI reads the files, so the aggregator never opens a path a request names.
+    """
+    texts: dict[str, str] = {}
+    for pair in pairs:
+        target, eq, name = pair.partition("=")
+        if not eq or not name:
+            _bad(f"--set-file {pair!r}: expected component:path=FILE")
+        try:
+            texts[target] = Path(name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            _bad(f"--set-file {pair!r}: cannot read {name} as UTF-8 text: {exc}")
+    return texts
+
+
+def _load_key(path: Path, *, private: bool):
+    """The Ed25519 key in the file at ``path``; a bad one exits 2 saying why."""
+    from plumb.aggregator.bundle import BundleError, private_key, public_key
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        _bad(f"cannot read key {path}: {exc.strerror}")
+    try:
+        return private_key(data) if private else public_key(data)
+    except BundleError as exc:
+        _bad(f"{path}: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+
+
+def _bad(message: str) -> NoReturn:
+    err.print(message, markup=False)
+    raise typer.Exit(EXIT_CODES["invalid_input"])
 
 
 def _empty(folder: Path) -> None:
@@ -128,22 +234,14 @@ def _empty(folder: Path) -> None:
 def _build_here(data: Path, body: dict) -> tuple[bytes, int]:
     """The bundle the aggregator would build for `body`, built here from the shipped recipes
     with `data` merged over them."""
-    from plumb.aggregator.bundle import BundleOptions, Recipe, build, parse_recipe
+    from plumb.aggregator.api.bundles import BundleIn
+    from plumb.aggregator.bundle import Recipe, build, parse_recipe
     from plumb.aggregator.errors import PlumbError
     from plumb.aggregator.recipes import Criteria, resolve
 
     catalog = load_data(data)
     try:
-        options = BundleOptions.parse(
-            body["deployer"],
-            set=body["set"],
-            system_node_selector=body["system_node_selector"],
-            system_tolerations=body["system_tolerations"],
-            accelerated_node_selector=body["accelerated_node_selector"],
-            accelerated_tolerations=body["accelerated_tolerations"],
-            repo_url=body["repo_url"],
-            repo_branch=body["repo_branch"],
-        )
+        options = BundleIn.model_validate(body).options()
         if "recipe" in body:
             source = parse_recipe(body["recipe"], catalog)
         else:
@@ -176,19 +274,49 @@ def _post(server: str, body: dict) -> tuple[bytes, int]:
 @app.command(name="verify")
 def verify_bundle(
     path: Annotated[Path, typer.Argument(help="a bundle folder, .tar.gz or .zip")],
+    key: Annotated[
+        Path | None,
+        typer.Option(help="the signer's Ed25519 public key: checksums.txt.sig must be its"),
+    ] = None,
+    min_trust_level: Annotated[
+        str,
+        typer.Option(
+            help="fail below this level: unverified (checksums only) or verified (signed, --key)",
+            parser=choices.one_of("trust level", choices.trust_levels, default="unverified"),
+        ),
+    ] = "unverified",
 ) -> None:
-    """Recompute a bundle's checksums; exit 1 naming every changed, missing or extra file."""
+    """Recompute a bundle's checksums (and, with --key, check its signature); exit 1 naming
+    every changed, missing or extra file, or a signature that is missing or not the key's.
+
+    Checksums alone prove no tampering: whoever edits a file can recompute them. Only a
+    signature checked against the signer's key makes a bundle verified, so
+    --min-trust-level verified needs --key (exit 2 without it).
+    """
     from plumb.aggregator.bundle import BundleError, verify
 
+    if min_trust_level == "verified" and key is None:
+        _bad(
+            "--min-trust-level verified needs --key: only a signature checked against the "
+            "signer's public key makes a bundle verified"
+        )
+    public = _load_key(key, private=False) if key else None
     try:
-        checked, problems = verify(path)
+        verdict = verify(path, public)
     except BundleError as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(EXIT_CODES[exc.code]) from exc
-    for problem in problems:
+    for problem in verdict.problems:
         err.print(str(problem), markup=False)
-    if problems:
-        err.print(f"FAILED: {plural(len(problems), 'problem')} in {path}", markup=False)
+    if verdict.problems:
+        err.print(f"FAILED: {plural(len(verdict.problems), 'problem')} in {path}", markup=False)
         raise typer.Exit(1)
-    verb = "matches" if checked == 1 else "match"
-    out.print(f"OK: {plural(checked, 'file')} {verb} checksums.txt", markup=False)
+    verb = "matches" if verdict.checked == 1 else "match"
+    if verdict.trust == "verified":
+        how = "verified (signed by the given key)"
+    elif verdict.signed:
+        how = "unverified (signed; no --key to check it)"
+    else:
+        how = "unverified (checksums only: unsigned)"
+    out.print(f"OK: {plural(verdict.checked, 'file')} {verb} checksums.txt", markup=False)
+    out.print(f"trust level: {how}", markup=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-__all__ = ["criteria", "deployers", "kinds", "one_of", "phases", "severities"]
+__all__ = ["criteria", "deployers", "kinds", "one_of", "phases", "severities", "trust_levels"]
 
 
 def one_of(what: str, valid: Callable[[], tuple[str, ...]], *, default: str | None = None):
@@ -55,6 +55,13 @@ def deployers() -> tuple[str, ...]:
     from plumb.aggregator.bundle import DEPLOYERS
 
     return DEPLOYERS
+
+
+def trust_levels() -> tuple[str, ...]:
+    """The levels `plumb verify --min-trust-level` may demand (``unknown`` always passes)."""
+    from plumb.aggregator.bundle import TRUST_LEVELS
+
+    return TRUST_LEVELS[1:]
 
 
 def _recipes_root() -> Path:

@@ -89,10 +89,12 @@ class Placement(Strict):
 
 
 class NodeScheduling(Strict):
-    """Where a chart takes placement for its system pods and for its pods on GPU nodes."""
+    """Where a chart takes placement for its system pods and for its pods on GPU nodes, and
+    the expected GPU node count (a bundle's ``--nodes``)."""
 
     system: Placement = Placement()
     accelerated: Placement = Placement()
+    node_count_paths: tuple[str, ...] = ()
 
 
 class RegistryComponent(Strict):
@@ -109,6 +111,7 @@ class RegistryComponent(Strict):
     operand_of: str | None = None
     values_key: str | None = None
     node_scheduling: NodeScheduling = NodeScheduling()
+    storage_class_paths: tuple[str, ...] = ()  # where a bundle's --storage-class goes
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> RegistryComponent:

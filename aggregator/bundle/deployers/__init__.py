@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from plumb.aggregator.bundle.deployers import argocd, flux, helm, helmfile
+from plumb.aggregator.bundle.deployers import argocd, argocd_helm, flux, helm, helmfile
 from plumb.aggregator.bundle.deployers.output import Output
 from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.plan import Release
@@ -19,6 +19,7 @@ Deployer = Callable[[list[Release], BundleOptions], Output]
 
 DEPLOYERS: dict[str, Deployer] = {
     "argocd": argocd.render,
+    "argocd-helm": argocd_helm.render,
     "flux": flux.render,
     "helm": helm.render,
     "helmfile": helmfile.render,

@@ -8,6 +8,7 @@ this deployer needs ``repo_url``.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from plumb.aggregator.bundle.deployers.output import Output
@@ -16,11 +17,17 @@ from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.plan import Release
 
-__all__ = ["render"]
+__all__ = ["FINALIZERS", "IN_CLUSTER", "NAMESPACE", "ROOT_APP", "SYNC_POLICY", "render"]
 
 NAMESPACE = "argocd"
 IN_CLUSTER = "https://kubernetes.default.svc"
 ROOT_APP = "plumb-gpu-stack"
+FINALIZERS = ["resources-finalizer.argocd.argoproj.io"]  # uninstalling an app removes its objects
+SYNC_POLICY: dict[str, Any] = {
+    "automated": {"prune": True, "selfHeal": True},
+    "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
+    "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
+}
 
 _USAGE = """\
 ## Apply with Argo CD
@@ -53,20 +60,13 @@ def _application(r: Release, options: BundleOptions) -> dict[str, Any]:
             "name": r.name,
             "namespace": NAMESPACE,
             "annotations": {"argocd.argoproj.io/sync-wave": str(r.index)},
-            "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+            "finalizers": list(FINALIZERS),
         },
         "spec": {
             "project": "default",
             "source": source,
             "destination": {"server": IN_CLUSTER, "namespace": r.namespace},
-            "syncPolicy": {
-                "automated": {"prune": True, "selfHeal": True},
-                "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
-                "retry": {
-                    "limit": 5,
-                    "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"},
-                },
-            },  # fmt: skip
+            "syncPolicy": copy.deepcopy(SYNC_POLICY),
         },
     }
 

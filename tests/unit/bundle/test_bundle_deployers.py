@@ -12,7 +12,7 @@ import yaml
 
 from plumb.aggregator.bundle import check
 
-DEPLOYERS = ("helm", "helmfile", "argocd", "flux")
+DEPLOYERS = ("helm", "helmfile", "argocd", "argocd-helm", "flux")
 SCHEMA = {
     "Application": "argocd-application",
     "HelmRelease": "flux-helmrelease",
@@ -25,7 +25,7 @@ def documents(bundle) -> dict[str, list]:
     return {
         path: [d for d in yaml.safe_load_all(data) if d is not None]
         for path, data in bundle.files.items()
-        if path.endswith(".yaml") and "/templates/" not in path
+        if path.endswith(".yaml") and "templates/" not in path  # Helm templates are not YAML
     }
 
 

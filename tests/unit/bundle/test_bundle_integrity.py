@@ -14,7 +14,7 @@ from plumb.aggregator.cli import app
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("deployer", ["helm", "helmfile", "argocd", "flux"])
+@pytest.mark.parametrize("deployer", ["helm", "helmfile", "argocd", "argocd-helm", "flux"])
 def test_same_input_gives_identical_archive_bytes(make_bundle, recipe, deployer, fmt):
     first = make_bundle(recipe, deployer).archive(fmt)
     second = make_bundle(recipe, deployer).archive(fmt)
@@ -49,8 +49,9 @@ def test_archive_entries_are_sorted_with_fixed_metadata(make_bundle):
 def test_verify_accepts_an_untouched_bundle(make_bundle, tmp_path, fmt):
     bundle = make_bundle("eks-h100-training", "helmfile")
     path = _write(bundle, tmp_path, fmt)
-    checked, problems = verify(path)
-    assert problems == [] and checked == len(bundle.files)
+    verdict = verify(path)
+    assert verdict.problems == [] and verdict.checked == len(bundle.files)
+    assert verdict.trust == "unverified" and not verdict.signed
 
 
 def _write(bundle, tmp_path, fmt, change=None):
@@ -75,7 +76,7 @@ def _flip(files):
 @pytest.mark.parametrize("fmt", ["dir", *FORMATS])
 def test_one_changed_byte_fails_verify_naming_the_file(make_bundle, tmp_path, fmt):
     path = _write(make_bundle("eks-h100-training", "helm"), tmp_path, fmt, _flip)
-    _, problems = verify(path)
+    problems = verify(path).problems
     assert [(p.path, p.kind) for p in problems] == [("001-aws-ebs-csi/values.yaml", "mismatch")]
     result = CliRunner().invoke(app, ["verify", str(path)])
     assert result.exit_code == 1
@@ -87,7 +88,9 @@ def test_missing_and_extra_files_fail_verify(make_bundle, tmp_path):
         del files["deploy.sh"]
         files["notes.txt"] = b"added by hand\n"
 
-    _, problems = verify(_write(make_bundle("eks-h100-training", "helm"), tmp_path, "dir", change))
+    problems = verify(
+        _write(make_bundle("eks-h100-training", "helm"), tmp_path, "dir", change)
+    ).problems
     assert {(p.path, p.kind) for p in problems} == {
         ("deploy.sh", "missing"),
         ("notes.txt", "extra"),
@@ -104,5 +107,5 @@ def test_verify_without_checksums_fails(make_bundle, tmp_path):
     path = _write(
         make_bundle("eks-h100-training", "helm"), tmp_path, "dir", lambda f: f.pop("checksums.txt")
     )
-    _, problems = verify(path)
+    problems = verify(path).problems
     assert [(p.path, p.kind) for p in problems] == [("checksums.txt", "missing")]

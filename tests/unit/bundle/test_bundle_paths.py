@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from plumb.aggregator.bundle import BundleError, read_bundle, unpack
+from plumb.aggregator.bundle import BundleError, unpack, verify
 
 UNSAFE = ["top/../../evil.sh", "/etc/cron.d/evil", "top/a/../../../evil.sh"]
 
@@ -38,7 +38,7 @@ def test_reading_an_archive_with_an_unsafe_entry_is_refused_naming_it(tmp_path, 
     archive = tmp_path / "bundle.archive"
     archive.write_bytes(pack(["top/README.md", name]))
     with pytest.raises(BundleError, match="unsafe entry name|one top-level folder") as err:
-        read_bundle(archive)
+        verify(archive)
     assert name in str(err.value) or "top-level" in str(err.value)
 
 
@@ -60,7 +60,7 @@ def test_a_link_in_a_bundle_archive_is_refused(tmp_path):
     archive = tmp_path / "bundle.tar.gz"
     archive.write_bytes(buf.getvalue())
     with pytest.raises(BundleError, match="not a regular file"):
-        read_bundle(archive)
+        verify(archive)
 
 
 def test_an_archive_member_declaring_more_than_a_bundle_holds_is_refused_unread(tmp_path):
@@ -77,4 +77,4 @@ def test_an_archive_member_declaring_more_than_a_bundle_holds_is_refused_unread(
     archive = tmp_path / "claims.tar.gz"
     archive.write_bytes(gzip.compress(bytes(data)))
     with pytest.raises(BundleError, match="bytes of files; not a bundle"):
-        read_bundle(archive)
+        verify(archive)

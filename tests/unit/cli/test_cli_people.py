@@ -152,7 +152,7 @@ def test_plumb_server_env_is_the_default_and_a_flag_beats_it(
         ),
         (
             ("bundle", "-o", "out", "--deployer", "kustomize"),
-            "unknown deployer 'kustomize'; valid: argocd, flux, helm, helmfile",
+            "unknown deployer 'kustomize'; valid: argocd, argocd-helm, flux, helm, helmfile",
         ),
         (
             ("recipe", "--service", "ecs"),
