@@ -6,7 +6,9 @@ has lost track. Sensor readings travel apart: a SensorReport at most every
 `sensor_interval_s`, once the session has sent its full facts, never diffed or hashed.
 Connections are retried forever: once the aggregator accepts TCP again, after a delay
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
-within about one window of an aggregator restart, and not in lockstep.
+within about one window of an aggregator restart, and not in lockstep. An aggregator that
+answers Hello with RESOURCE_EXHAUSTED and a retry hint is busy, not failing: the agent waits
+out the hint (plus jitter) and tries again without widening its window.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from plumb.v1 import agent_pb2, agent_pb2_grpc
 log = logging.getLogger(__name__)
 
 CAPABILITIES = ("facts.delta.v1", "checks.v1")
+# Trailing metadata of a RESOURCE_EXHAUSTED: whole seconds to wait before the next Hello
+# (plumb/v1/agent.proto, Connect; the aggregator's aggregator/ingest/limits.py sets it).
+RETRY_AFTER_KEY = "plumb-retry-after-s"
 # RunChecks requests queued behind the one running; more are answered `error` at once.
 _MAX_PENDING_CHECK_REQUESTS = 8
 
@@ -85,6 +90,7 @@ class StreamClient:
         """
         failures = 0  # attempts in a row that reached the aggregator but got no Welcome
         retrying = False
+        retry_after_s: float | None = None  # the aggregator's hint on its last refusal
         while not stop.is_set():
             opened = self.connections
             # Only a probed attempt is known to have reached the aggregator: the first is not
@@ -99,13 +105,19 @@ class StreamClient:
                         if stop.is_set():
                             return
                         if reached:
-                            delay = reconnect_delay(self._settings, failures)
+                            delay = (
+                                reconnect_delay(self._settings, failures)
+                                if retry_after_s is None
+                                else pushback_delay(retry_after_s)
+                            )
                             log.info("reconnecting", extra={"delay_s": round(delay, 2)})
                             if await _stopped(stop, delay):
                                 return
                         # else: try anyway, so why it cannot connect (refused, TLS) is logged
+                    retry_after_s = None
                     await self._session(channel, stop)
             except grpc.aio.AioRpcError as exc:
+                retry_after_s = _retry_after_s(exc)
                 log.warning(
                     "stream closed",
                     extra={
@@ -118,7 +130,7 @@ class StreamClient:
                 log.warning("stream failed", extra={"error": str(exc), "target": self._target})
             if self.connections > opened:
                 failures = 0
-            elif reached:
+            elif reached and retry_after_s is None:
                 failures += 1
             retrying = True
 
@@ -304,6 +316,27 @@ def reconnect_delay(
     `reconnect_window_s`, doubled per failed attempt in a row, capped at `backoff_max_s`."""
     window = min(settings.backoff_max_s, settings.reconnect_window_s * 2 ** min(failures, 30))
     return (rng or random).uniform(0, window)
+
+
+def pushback_delay(retry_after_s: float, rng: random.Random | None = None) -> float:
+    """The delay before the next Hello after the aggregator asked for `retry_after_s`: at
+    least that, spread over as long again so refused agents do not return together."""
+    return retry_after_s * (1 + (rng or random).random())
+
+
+def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
+    """The aggregator's retry hint on a RESOURCE_EXHAUSTED, if it gave one."""
+    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in exc.trailing_metadata() or ():
+        if key == RETRY_AFTER_KEY:
+            try:
+                seconds = float(value)
+            except ValueError:
+                return None
+            # Bounded: a wild hint must not silence the agent for hours.
+            return min(max(seconds, 0.0), 300.0)
+    return None
 
 
 def _channel_options(settings: StreamSettings) -> list[tuple[str, int]]:

@@ -43,6 +43,12 @@ class IngestSettings(BaseModel):
     # all connect for the first time together; past that a client inventing names is refused
     # (RESOURCE_EXHAUSTED, counted) instead of growing memory and the database unbounded.
     max_new_nodes_per_minute: int = Field(10_000, ge=1)
+    # Streams between Hello and their first FullFacts applied (the costly part of a connect:
+    # parsing, hashing, evaluating ~300 facts) at once. Past it a Hello is answered at once
+    # with RESOURCE_EXHAUSTED and a retry hint the agent waits out, instead of every Hello
+    # queueing on a saturated loop until agents time out waiting for Welcome. 256 is a
+    # quarter of a second of arrivals at 1,000 agents/s, about a second of one core's work.
+    max_syncing_streams: int = Field(256, ge=1)
 
 
 class ScheduledPhase(BaseModel):

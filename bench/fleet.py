@@ -22,19 +22,25 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
             agents change facts: scrape p50/p99 and bytes, change → /metrics, and delta → Ack
             without and with the scraper running;
   storm     --storm sigterm|sigkill: the aggregator is stopped with every agent connected
-            and restarted on the same database; time until /v1/nodes shows all connected.
+            and restarted on the same database; time until the gRPC port accepts TCP and
+            until /v1/nodes shows all connected, and every error the agents saw, by code.
+  cold-ramp --cold-ramp RATE: instead of all at once, agents start at RATE a second on an
+            empty database; every error the agents see (by gRPC code, Welcome timeouts)
+            and the time until all are synced (each node connected in /v1/nodes).
 
 --mode full-resend swaps the agents for a client that sends FullFacts every 60 s and nothing
 else (NFD's worker), the side-by-side baseline for wire bytes and CPU.
 
     .venv/bin/python bench/fleet.py --agents 1000 --window-s 120 --storm sigterm
     .venv/bin/python bench/fleet.py --agents 1000 --mode full-resend --window-s 120
+    .venv/bin/python bench/fleet.py --agents 2000 --cold-ramp 1000 --window-s 30 --probes 0
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import multiprocessing as mp
 import os
@@ -114,16 +120,20 @@ def _cheap_agent_wire() -> None:
 
 def _clients():
     """The two client kinds, built after the agent modules are imported in this process."""
+    import grpc
+
     import plumb.agent.stream as stream
     from plumb import facts as wire
     from plumb.agent.stream import StreamClient, woken
 
     class CountingClient(StreamClient):
         """The real StreamClient, counting the serialized bytes it sends, its attempts (each
-        Hello) and when it last got a Welcome (its report starts right after); and, while
-        `ack_s` is a list, how long each delta waited for its Ack."""
+        Hello), how its sessions failed (gRPC code, Welcome timeout, stream ended) and when
+        it last got a Welcome (its report starts right after); and, while `ack_s` is a list,
+        how long each delta waited for its Ack."""
 
         sent_bytes = 0
+        errors: collections.Counter = collections.Counter()  # every client of the process
         attempts = 0
         welcomed_at = 0.0
         ack_s: list[float] | None = None
@@ -139,7 +149,17 @@ def _clients():
 
         async def _session(self, channel, stop):
             self.attempts += 1
-            await super()._session(channel, stop)
+            try:
+                await super()._session(channel, stop)
+            except grpc.aio.AioRpcError as exc:
+                CountingClient.errors[exc.code().name] += 1
+                raise
+            except TimeoutError:  # the only timed wait of a session: Hello -> Welcome
+                CountingClient.errors["welcome_timeout"] += 1
+                raise
+            except ConnectionError:
+                CountingClient.errors["stream_ended"] += 1
+                raise
 
         async def _report(self, call):
             self.welcomed_at = time.monotonic()  # system-wide clock: the driver compares it
@@ -272,10 +292,27 @@ class Fleet:
         self.changing = False
         self.marked = [0] * len(self.clients)
         self.marked_attempts = 0
+        self.marked_errors: collections.Counter = collections.Counter()
+        self.ramp: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self.tasks = [asyncio.create_task(c.run(self.stop)) for c in self.clients]
+        """Start the changer, and every agent unless they wait for `start_ramp`."""
+        if not self.spec.get("ramp_per_s"):
+            self.tasks = [asyncio.create_task(c.run(self.stop)) for c in self.clients]
         self.tasks.append(asyncio.create_task(self._changer()))
+
+    def start_ramp(self) -> None:
+        """Start the agents at spec["ramp_per_s"] a second, evenly spaced, in order."""
+        self.ramp = asyncio.create_task(self._ramp(self.spec["ramp_per_s"]))
+
+    async def _ramp(self, per_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        for i, client in enumerate(self.clients):
+            delay = t0 + i / per_s - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.tasks.insert(i, asyncio.create_task(client.run(self.stop)))
 
     async def _changer(self) -> None:
         """Change CHANGE_PATH on random nodes at change_rate per node per minute, while on."""
@@ -307,6 +344,8 @@ class Fleet:
             ),
             "sent_bytes": self.counting.sent_bytes,
             "changes": self.changes,
+            "attempts": sum(c.attempts for c in self.clients),
+            "errors": dict(self.counting.errors),
         }
 
     def since_mark(self) -> dict:
@@ -318,6 +357,7 @@ class Fleet:
                 for c, m in zip(self.clients, self.marked, strict=True)
                 if c.connections > m
             ],
+            "errors": dict(self.counting.errors - self.marked_errors),
         }
 
     def stragglers(self, limit: int = 5) -> list[dict]:
@@ -333,9 +373,12 @@ class Fleet:
         """Remember each agent's connection count; status counts who got a Welcome since."""
         self.marked = [c.connections for c in self.clients]
         self.marked_attempts = sum(c.attempts for c in self.clients)
+        self.marked_errors = collections.Counter(self.counting.errors)
 
     async def close(self) -> None:
         self.stop.set()
+        if self.ramp is not None:
+            self.ramp.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
@@ -379,6 +422,9 @@ def worker_main(conn, spec: dict) -> None:
                     reply = asyncio.run_coroutine_threadsafe(_since_mark(fleet), loop).result()
                 elif cmd == "stragglers":
                     reply = asyncio.run_coroutine_threadsafe(_stragglers(fleet), loop).result()
+                elif cmd == "ramp":
+                    loop.call_soon_threadsafe(fleet.start_ramp)
+                    reply = True
                 elif cmd in ("changes_on", "changes_off"):
                     fleet.changing = cmd == "changes_on"
                     reply = True
@@ -791,6 +837,67 @@ async def scrape_while_changing(args, agg: Aggregator, http, local: Fleet) -> di
     }
 
 
+def _summed(counts) -> dict[str, int]:
+    total: collections.Counter = collections.Counter()
+    for c in counts:
+        total.update(c)
+    return dict(sorted(total.items()))
+
+
+async def wait_port(addr: str, timeout_s: float = 120.0) -> float:
+    """When `addr` (HOST:PORT) first accepts a TCP connection, polled every 20 ms."""
+    host, _, port = addr.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            _, writer = await asyncio.open_connection(host, int(port))
+        except OSError:
+            await asyncio.sleep(0.02)
+            continue
+        writer.close()
+        return time.monotonic()
+    raise TimeoutError(f"{addr} never accepted a connection")
+
+
+async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
+    """Start every agent at --cold-ramp a second on an empty database; count what the agents
+    see go wrong and time until every node is connected (synced: its FullFacts applied)."""
+    for w in workers:  # each answers once its fleet is built and waiting for the ramp
+        await w.ask("status", timeout_s=300)
+
+    async def welcomed() -> int:
+        statuses = [await w.ask("status") for w in workers] + [local.status()]
+        return sum(s["connected_once"] for s in statuses)
+
+    cpu0, t0 = agg.cpu_s(), time.monotonic()
+    for w in workers:
+        await w.ask("ramp")
+    local.start_ramp()
+    done = await wait_connected(http, args.agents, args.connect_timeout_s, t0, welcomed)
+    cpu1 = agg.cpu_s()
+    statuses = [await w.ask("status") for w in workers] + [local.status()]
+    m, _, _ = await scrape(http)
+    errors = _summed(s["errors"] for s in statuses)
+    return {
+        "rate_per_s": args.cold_ramp,
+        "ramp_s": round(args.agents / args.cold_ramp, 2),
+        "all_synced_s": done["seconds"],
+        "all_welcomed_s": done.get("welcomed_s"),
+        "connected": done["connected"],
+        "agent_errors": errors,
+        "agent_errors_total": sum(errors.values()),
+        "hellos": sum(s["attempts"] for s in statuses),
+        "aggregator_cpu_s": round(cpu1 - cpu0, 1),
+        "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
+        "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
+        "streams_closed_by_aggregator": int(
+            m.get("plumb_ingest_streams_closed_by_aggregator_total", 0)
+        ),
+        "listen_drops_machine_wide": listen_drops(),
+        "load_avg_after": loadavg(),
+    }
+
+
 async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     """Stop the aggregator with every agent connected; restart it on the same DB."""
     sig = signal.SIGKILL if args.storm == "sigkill" else signal.SIGTERM
@@ -811,6 +918,7 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     t_down = time.monotonic()
     t_start = await agg.start()
     sim0 = simulator_cpu_s()
+    t_port = await wait_port(agg.grpc)
     await wait_ready(http)
     t_ready = time.monotonic()
     cpu0 = agg.cpu_s()
@@ -831,6 +939,7 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     return {
         "signal": args.storm,
         "stop_s": round(t_down - t_kill, 2),
+        "restart_to_port_open_s": round(t_port - t_start, 2),
         "restart_to_ready_s": round(t_ready - t_start, 2),
         "restart_to_all_connected_s": done["seconds"],
         "restart_to_all_welcomed_s": done.get("welcomed_s"),
@@ -850,6 +959,9 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "agent_connections_total": sum(s["connections"] for s in statuses),
         "stragglers": stragglers,
         "hellos_since_kill": sum(s["attempts"] for s in since),
+        # Every agent loses its stream to the kill once (UNAVAILABLE, or its write failing:
+        # INTERNAL); anything beyond one per agent is the restart's.
+        "agent_errors_since_kill": _summed(s["errors"] for s in since),
         "welcome_after_restart_s": {
             q: round(welcome_s[min(len(welcome_s) - 1, int(len(welcome_s) * f))], 2)
             for q, f in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
@@ -892,6 +1004,14 @@ async def main() -> None:
         "third without scrapes (default 0: skipped)",
     )
     p.add_argument("--storm", choices=["none", "sigterm", "sigkill"], default="none")
+    p.add_argument(
+        "--cold-ramp",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="start the agents at RATE a second and report the cold-ramp phase "
+        "(default: all at once)",
+    )
     p.add_argument("--backoff-max-s", type=float, default=None, help="agents' (default 30)")
     p.add_argument("--reconnect-window-s", type=float, default=None, help="agents' (default 10)")
     p.add_argument("--connect-timeout-s", type=float, default=300.0)
@@ -962,7 +1082,16 @@ async def main() -> None:
                 "sensor_interval_s": args.sensor_interval_s,
                 "workdir": str(workdir),
             }
-            local = Fleet({**common, "indices": range(n_probe), "poll_interval_s": 0.2, "seed": 0})
+            ramp = {"ramp_per_s": args.cold_ramp / args.agents} if args.cold_ramp else {}
+            local = Fleet(
+                {
+                    **common,
+                    "indices": range(n_probe),
+                    "poll_interval_s": 0.2,
+                    "seed": 0,
+                    **{k: v * n_probe for k, v in ramp.items()},
+                }
+            )
             share = [list(range(n_probe + w, args.agents, n_workers)) for w in range(n_workers)]
             t0 = time.monotonic()
             cpu0 = agg.cpu_s()
@@ -972,9 +1101,13 @@ async def main() -> None:
                     "indices": share[w],
                     "poll_interval_s": args.poll_interval,
                     "seed": w + 1,
+                    **{k: v * len(share[w]) for k, v in ramp.items()},
                 }
                 workers.append(Worker(ctx, spec))
             await local.start()
+            if args.cold_ramp:
+                result["cold_ramp"] = await cold_ramp(args, agg, http, workers, local)
+                print("cold_ramp", json.dumps(result["cold_ramp"]), flush=True)
             done = await wait_connected(http, args.agents, args.connect_timeout_s, since=t0)
             m, _, _ = await scrape(http)
             result["connect"] = {

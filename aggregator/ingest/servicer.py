@@ -6,8 +6,12 @@ when its hash differs; SensorReport -> nothing (the latest readings are kept; on
 any FullFacts is ignored, as the node does not exist yet). A malformed message, or one
 that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
 with INVALID_ARGUMENT, and one over the size limit with RESOURCE_EXHAUSTED, before
-anything is stored. The transport itself refuses messages over four times the limit;
-those end the stream without reaching this code.
+anything is stored. A Hello beyond what the aggregator takes at once (too many streams
+syncing, too many new names) gets RESOURCE_EXHAUSTED with a retry hint in the trailing
+metadata (limits.RETRY_AFTER_KEY), before Welcome: refusing costs far less than a Hello
+that waits on a saturated loop until the agent gives up on its Welcome. The transport
+itself refuses messages over four times the limit; those end the stream without reaching
+this code.
 
 Hello is authenticated (ingest/auth.py) before the stream is registered, so an agent
 that may not report for a node can neither report for it nor supersede its stream.
@@ -76,11 +80,14 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._metrics = metrics
         self._clock = clock
         self._new_names = limits.NewNodeNames(settings.max_new_nodes_per_minute)
+        self._syncing = limits.Syncing(settings.max_syncing_streams)
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: Session | None = None
         failure: tuple[grpc.StatusCode, str, str] | None = None
+        retry_after_s: int | None = None
         drain: asyncio.Task | None = None
+        slot: object | None = None  # held from Hello until the first facts are applied
         try:
             hello = await self._read(context, self._settings.hello_timeout_s)
             if hello is None:
@@ -89,6 +96,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             await self._auth.check(name, _bearer(context.invocation_metadata()))
             if self._state.get(name) is None and name not in self._streams:
                 self._new_names.admit(name)
+            slot = self._syncing.admit()
             session = self._open(hello.hello)
             await context.write(
                 agent_pb2.ConnectResponse(
@@ -103,6 +111,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             drain = asyncio.create_task(self._drain(session, context))
             while (msg := await self._read(context, self._settings.idle_timeout_s)) is not None:
                 reply = self._handle(session, msg)
+                if slot is not None and session.has_facts:
+                    self._syncing.done(slot)
+                    slot = None
                 if reply is not None:
                     async with session.write_lock:
                         await context.write(reply)
@@ -111,7 +122,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         except Unavailable as exc:
             failure = (STATUS[exc.code][1], str(exc), "auth_unavailable")
         except RateLimited as exc:
-            failure = (STATUS[exc.code][1], f"{exc}; {exc.hint}", "new_node_rate")
+            reason = "busy" if isinstance(exc, limits.Busy) else "new_node_rate"
+            failure = (STATUS[exc.code][1], f"{exc}; {exc.hint}", reason)
+            retry_after_s = exc.retry_after_s
         except TooLarge as exc:
             failure = (STATUS[exc.code][1], str(exc), "oversized")
         except InvalidInput as exc:
@@ -131,6 +144,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         finally:
             if drain is not None:
                 drain.cancel()  # it holds nothing: no need to wait for it to finish
+            if slot is not None:
+                self._syncing.done(slot)
             if session is not None:
                 self._close(session)
         if failure is not None:
@@ -144,6 +159,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                     "reason": message,
                 },
             )
+            if retry_after_s is not None:
+                context.set_trailing_metadata(((limits.RETRY_AFTER_KEY, str(retry_after_s)),))
             await context.abort(code, message)
 
     async def _drain(self, session: Session, context: grpc.aio.ServicerContext) -> None:

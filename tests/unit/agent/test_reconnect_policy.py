@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from plumb.agent.settings import StreamSettings
-from plumb.agent.stream import reconnect_delay
+from plumb.agent.stream import pushback_delay, reconnect_delay
 
 S = StreamSettings(reconnect_window_s=10.0, backoff_max_s=30.0)
 
@@ -51,3 +51,10 @@ def test_a_fleet_is_spread_evenly_over_the_window(failures):
 def test_non_positive_settings_are_refused(field):
     with pytest.raises(ValueError, match=field):
         StreamSettings(**{field: 0})
+
+
+def test_a_pushback_waits_at_least_the_hint_and_at_most_twice_it():
+    rng = random.Random(3)
+    delays = [pushback_delay(4.0, rng) for _ in range(10_000)]
+    assert 4.0 <= min(delays) < 4.0 * 1.01
+    assert 8.0 * 0.99 < max(delays) <= 8.0

@@ -1,0 +1,150 @@
+"""Back-pressure on Hello: past ingest.max_syncing_streams the aggregator answers
+RESOURCE_EXHAUSTED with a retry hint before Welcome, and the agent waits the hint out and
+gets in once a slot is free.
+
+The aggregator is the real one (`open_process`, SQLite in a temp dir) behind a real
+grpc.aio server on loopback, in the test's own loop; the agent is the real StreamClient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+import grpc
+import pytest
+
+from plumb import facts as wire
+from plumb.agent.settings import StreamSettings
+from plumb.agent.stream import Identity, StreamClient
+from plumb.aggregator.process import open_process
+from plumb.aggregator.settings import AggregatorSettings
+from plumb.v1 import agent_pb2, agent_pb2_grpc
+
+pytestmark = pytest.mark.integration
+
+FACTS = {
+    "host.kernel": wire.Reading.ok("6.8.0-1030-aws"),
+    "gpus[0].index": wire.Reading.ok(0),
+    "gpus[0].name": wire.Reading.ok("NVIDIA L4"),
+}
+
+
+def _hello(name: str) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(
+        hello=agent_pb2.Hello(node_name=name, agent_version="test", boot_id=f"boot-{name}")
+    )
+
+
+def _full(seq: int) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(
+        full_facts=agent_pb2.FullFacts(
+            seq=seq, content_sha256=wire.content_digest(FACTS), facts=wire.unflatten(FACTS)
+        )
+    )
+
+
+@pytest.fixture
+async def target(tmp_path):
+    """HOST:PORT of an aggregator's gRPC side that lets one stream sync at a time."""
+    settings = AggregatorSettings(
+        db=f"sqlite:///{tmp_path / 'plumb.db'}", ingest={"max_syncing_streams": 1}
+    )
+    process = await open_process(settings)
+    writer = asyncio.create_task(process.writer.run())
+    server = grpc.aio.server()
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(process.ingest, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    yield f"127.0.0.1:{port}"
+    process.streams.close_all()
+    await server.stop(0)
+    writer.cancel()
+    await asyncio.gather(writer, return_exceptions=True)
+    process.store.close()
+
+
+async def test_a_hello_past_the_limit_gets_resource_exhausted_with_a_retry_hint(target):
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        first = stub.Connect()
+        await first.write(_hello("syncing-1"))
+        assert (await first.read()).WhichOneof("message") == "welcome"  # holds the one slot
+
+        second = stub.Connect()
+        await second.write(_hello("syncing-2"))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await second.read()
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "ingest.max_syncing_streams" in refused.value.details()
+        # Nothing finished syncing yet, so no rate to go by: the shortest hint, 1 s.
+        assert ("plumb-retry-after-s", "1") in tuple(refused.value.trailing_metadata())
+
+        # Its first facts applied, the first stream frees the slot: the next Hello is welcome.
+        await first.write(_full(1))
+        assert (await first.read()).WhichOneof("message") == "ack"
+        third = stub.Connect()
+        await third.write(_hello("syncing-2"))
+        assert (await third.read()).WhichOneof("message") == "welcome"
+        first.cancel()
+        third.cancel()
+
+
+class Seen(logging.Handler):
+    """The agent's log records by message, each with an event set when it first appears
+    (the agent logs on the test's loop, so setting them here is safe)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: dict[str, list[logging.LogRecord]] = defaultdict(list)
+        self.events: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records[record.getMessage()].append(record)
+        self.events[record.getMessage()].set()
+
+    async def first(self, message: str, timeout_s: float = 20.0) -> logging.LogRecord:
+        async with asyncio.timeout(timeout_s):
+            await self.events[message].wait()
+        return self.records[message][0]
+
+
+@pytest.fixture
+def agent_log():
+    seen, logger = Seen(), logging.getLogger("plumb.agent.stream")
+    level = logger.level
+    logger.addHandler(seen)
+    logger.setLevel(logging.INFO)
+    yield seen
+    logger.removeHandler(seen)
+    logger.setLevel(level)
+
+
+async def test_the_agent_waits_out_the_hint_then_gets_in(target, agent_log):
+    async with grpc.aio.insecure_channel(target) as channel:
+        holder = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        await holder.write(_hello("holder"))
+        assert (await holder.read()).WhichOneof("message") == "welcome"
+
+        settings = StreamSettings(
+            poll_interval_s=0.2, reconnect_window_s=0.2, backoff_max_s=0.4, probe_max_s=0.2
+        )
+        identity = Identity("patient", "test", "boot-p")
+        client = StreamClient(target, identity, lambda: FACTS, settings)
+        stop = asyncio.Event()
+        agent = asyncio.create_task(client.run(stop))
+        try:
+            refused = await agent_log.first("stream closed")
+            assert refused.code == "RESOURCE_EXHAUSTED"
+            # Its next attempt waits at least the 1 s hint, far past its own 0.4 s backoff cap.
+            wait = await agent_log.first("reconnecting")
+            assert 1.0 <= wait.delay_s <= 2.0
+            assert client.connections == 0
+
+            holder.cancel()  # the slot frees as the holding stream ends
+            await agent_log.first("stream opened")
+            assert client.connections == 1
+        finally:
+            stop.set()
+            await asyncio.wait_for(agent, timeout=10)
