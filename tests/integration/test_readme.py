@@ -74,17 +74,28 @@ HOW: dict[str, How] = {
     # sim-1 (dgx-h100, CUDA 12.9) on R590: a new-feature branch (info), above every minimum
     "plumb whatif --driver 590.44.01 --pool eks/h100/ubuntu/any/any": How("run"),
     "plumb baselines": How("run"),
+    "plumb gate eks/h100/ubuntu/any/any": How("run", status=1),  # no canary nodes: closed
     "plumb baseline accept NODE": How("run"),
     "plumb node NODE": How("run"),
     "plumb recipe --node NODE": How("run"),
     "plumb recipe --service gke --accelerator a100 --os cos --intent training -o yaml": How("run"),
+    "plumb recipe list": How("run"),
     "plumb query components.gpu-operator.version --service eks --accelerator h100": How("run"),
     "plumb bundle --node NODE --deployer helm -o bundle/ && plumb verify bundle/": How("run"),
     "plumb bundle --node NODE --deployer flux -o bundle/ --force": How("run"),
+    "openssl genpkey -algorithm ed25519 -out signing.pem && openssl pkey -in signing.pem -pubout "
+    "-out signing.pub": How("run"),
+    "plumb bundle --node NODE -o bundle.tar.gz --sign-key signing.pem && plumb verify "
+    "bundle.tar.gz --key signing.pub": How("run"),
     "plumb validate --phase conformance --node NODE -o junit": How("run"),
+    "plumb snapshot > before.json": How("run"),
+    "plumb diff before.json node:NODE --fail-on-drift": How("run"),  # nothing moved meanwhile
     "plumb snapshot --format aicr > snapshot.yaml": How("run"),
     "plumb recipe --snapshot snapshot.yaml --intent training": How("run"),
     "plumb watch": How("live"),
+    "source <(plumb completion bash)": How(
+        "skip", why="changes the interactive shell; tests/unit/cli/test_cli_completion.py"
+    ),
     "PLUMB_AUTH__MODE=token PLUMB_AUTH__TOKEN=SECRET PLUMB_API__TOKENS_FILE=api-tokens "
     "plumb serve --grpc-listen 0.0.0.0:7443": How("serve"),
     "PLUMB_TOKEN=SECRET plumb-agent --aggregator HOST:7443 --simulate l4 --node-name sim-2": How(
@@ -308,7 +319,7 @@ def demo(shell: Shell, command: str) -> None:
     tries = out.split("Try\n", 1)[1].split("\nRunning until Ctrl-C")[0].splitlines()
     commands = [t.strip() for t in tries if not t.strip().startswith("http")]
     links = [t.strip().split()[0] for t in tries if t.strip().startswith("http")]
-    assert len(commands) == 5 and len(links) == 10, tries
+    assert len(commands) == 6 and len(links) == 10, tries
     for link in links:
         assert httpx.get(link, timeout=10).status_code == 200, link
     for printed in commands:
@@ -321,8 +332,9 @@ def demo(shell: Shell, command: str) -> None:
             timeout=scaled(120),
         )
         # The tour leaves gke-a100-2 degraded (ECC errors on GPU 3): critical drift and a
-        # failed validation, which `drift` and `validate` answer with exit status 1.
-        expected = 1 if re.search(r" (drift|validate) ", printed) else 0
+        # failed validation, which `drift` and `validate` answer with exit status 1; the
+        # what-if it offers is the blocked rollback to R570 (past end of life): exit 1 too.
+        expected = 1 if re.search(r" (drift|validate|whatif) ", printed) else 0
         assert result.returncode == expected, f"{printed}:\n{result.stdout}{result.stderr}"
     base = links[1].removesuffix("/v1/nodes")
     shell.interrupt(proc)  # make itself then dies of the SIGINT, as it does at a terminal
