@@ -45,7 +45,9 @@ class AgentServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Connect(self, request_iterator, context):
-        """One long-lived stream per agent.
+        """One long-lived stream per agent. An aggregator that cannot take the stream now
+        (too many agents syncing at once) ends it before Welcome with RESOURCE_EXHAUSTED and
+        the trailing metadata `plumb-retry-after-s`: whole seconds to wait before the next Hello.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
