@@ -79,6 +79,8 @@ HOW: dict[str, How] = {
     "plumb recipe --node NODE": How("run"),
     "plumb recipe --service gke --accelerator a100 --os cos --intent training -o yaml": How("run"),
     "plumb query components.gpu-operator.version --service eks --accelerator h100": How("run"),
+    "plumb mirror list --service gke --accelerator a100 --os cos --intent training --format hauler"
+    " > hauler.yaml": How("run"),
     "plumb bundle --node NODE --deployer helm -o bundle/ && plumb verify bundle/": How("run"),
     "plumb bundle --node NODE --deployer flux -o bundle/ --force": How("run"),
     "plumb validate --phase conformance --node NODE -o junit": How("run"),
