@@ -28,6 +28,7 @@ from plumb.aggregator.api import (
     drift,
     gates,
     index,
+    mirror,
     nodes,
     recipes,
     validations,
@@ -103,6 +104,7 @@ def create_app(core: Core) -> FastAPI:
         benchmarks.router,
         whatif.router,
         baselines.router,
+        mirror.router,
     ):
         app.include_router(router, dependencies=[ReadAccess])
     app.include_router(web.router)

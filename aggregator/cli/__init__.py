@@ -16,6 +16,7 @@ from plumb.aggregator.cli import (  # noqa: F401  (each module registers its com
     diff,
     drift,
     gate,
+    mirror,
     nccl,
     node,
     nodes,

@@ -81,6 +81,8 @@ HOW: dict[str, How] = {
     "plumb recipe --service gke --accelerator a100 --os cos --intent training -o yaml": How("run"),
     "plumb recipe list": How("run"),
     "plumb query components.gpu-operator.version --service eks --accelerator h100": How("run"),
+    "plumb mirror list --service gke --accelerator a100 --os cos --intent training --format hauler"
+    " > hauler.yaml": How("run"),
     "plumb bundle --node NODE --deployer helm -o bundle/ && plumb verify bundle/": How("run"),
     "plumb bundle --node NODE --deployer flux -o bundle/ --force": How("run"),
     "openssl genpkey -algorithm ed25519 -out signing.pem && openssl pkey -in signing.pem -pubout "
