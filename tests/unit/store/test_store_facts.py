@@ -110,6 +110,19 @@ def test_changes_and_removals_update_the_current_facts(store):
     assert node.facts == {"driver.driver_version": NEW}
 
 
+def test_load_reads_interleaved_nodes_across_fetch_chunks(store, monkeypatch):
+    # Rows of a node need not come together, and chunks end anywhere: every fact still
+    # lands on its own node, and equal readings come back as one shared object.
+    monkeypatch.setattr("plumb.aggregator.store.store._LOAD_CHUNK", 2)
+    kernel = Reading.ok("6.8")
+    for i in range(3):
+        store.apply([_added(n, {f"p{i}": kernel}) for n in ("a", "b")])
+    a, b = store.load()
+    assert (a.name, b.name) == ("a", "b")
+    assert a.facts == b.facts == {"p0": kernel, "p1": kernel, "p2": kernel}
+    assert a.facts["p0"] is b.facts["p2"]
+
+
 def test_a_batch_applies_its_updates_in_order(store):
     path = "driver.driver_version"
     batch = [
