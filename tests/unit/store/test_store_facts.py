@@ -110,6 +110,45 @@ def test_changes_and_removals_update_the_current_facts(store):
     assert node.facts == {"driver.driver_version": NEW}
 
 
+def test_load_reads_interleaved_nodes_across_fetch_chunks(store, monkeypatch):
+    # Rows of a node need not come together, and chunks end anywhere: every fact still
+    # lands on its own node, and equal readings come back as one shared object.
+    monkeypatch.setattr("plumb.aggregator.store.store._LOAD_CHUNK", 2)
+    kernel = Reading.ok("6.8")
+    for i in range(3):
+        store.apply([_added(n, {f"p{i}": kernel}) for n in ("a", "b")])
+    a, b = store.load()
+    assert (a.name, b.name) == ("a", "b")
+    assert a.facts == b.facts == {"p0": kernel, "p1": kernel, "p2": kernel}
+    assert a.facts["p0"] is b.facts["p2"]
+
+
+def test_a_page_unreadable_mid_load_is_a_store_error_naming_the_load(tmp_path, monkeypatch):
+    # A SQLite file of its own, whichever dialect this module runs for: its last page of
+    # facts is overwritten, so the scan fails while fetching, after the first rows came.
+    url = f"sqlite:///{tmp_path / 'plumb.db'}"
+    store = Store(url)
+    value = Reading.ok("x" * 50)
+    store.apply([_added(f"n{i}", {f"p{j}": value for j in range(20)}) for i in range(50)])
+    store.close()
+    _sql(url, "PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = _sql(url, "PRAGMA page_size")
+    last = _sql(url, "SELECT max(pageno) FROM dbstat WHERE name = 'facts'")
+    with (tmp_path / "plumb.db").open("r+b") as db:
+        db.seek((last - 1) * page_size)  # type: ignore[operator]
+        db.write(b"\xff" * page_size)  # type: ignore[operator]
+    monkeypatch.setattr("plumb.aggregator.store.store._LOAD_CHUNK", 1)
+    store = Store(url)
+    try:
+        with pytest.raises(StoreError) as failed:
+            store.load()
+    finally:
+        store.close()
+    assert str(failed.value).startswith("loading nodes failed on sqlite:///")
+    assert "database disk image is malformed" in str(failed.value)
+    assert failed.value.retryable is False
+
+
 def test_a_batch_applies_its_updates_in_order(store):
     path = "driver.driver_version"
     batch = [
