@@ -7,10 +7,13 @@ result; the process module (process.py) builds this and everything it reads.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from pydantic import TypeAdapter
 
 from plumb import nccltests
 from plumb.aggregator import __version__, aicr
@@ -36,7 +39,7 @@ from plumb.facts import Reading
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Core", "Overview"]
+__all__ = ["Core", "NodeRow", "NodeRows", "Overview", "overview_of"]
 
 # The most fact-change rows one timeline query groups: ~40 MB of rows at most in memory.
 _TIMELINE_ROWS = 200_000
@@ -60,6 +63,108 @@ class Overview:
         return any(self.findings.values())
 
 
+def overview_of(node: NodeState, evaluator: Evaluator) -> Overview:
+    """The node's summary with what lists show beside it: pool, NCCL, CUDA, findings."""
+    resolution = evaluator.resolutions.get(node.name)
+    counts = dict.fromkeys(SEVERITIES, 0)
+    for f in evaluator.drift.open_findings(node.name):
+        counts[f.severity] += 1
+    return Overview(
+        summary=NodeSummary.of(node),
+        pool=pool_name(resolution) if resolution is not None else None,
+        nccl_version=node.derived("nccl_version", _nccl_version),
+        cuda_runtime_version=node.derived("cuda_runtime_version", _cuda_runtime_version),
+        findings=counts,
+    )
+
+
+# How a report time reads in a row: as the API's models write a datetime.
+_AT = TypeAdapter(datetime | None)
+
+
+class NodeRow:
+    """One node's list row: `out`, its JSON form (the API's NodeOut as `model_dump(mode=
+    "json")` gives it), and `json`, that dict as compact JSON, as FastAPI would send it."""
+
+    __slots__ = ("json", "out")
+
+    def __init__(self, out: dict):
+        self.out = out
+        text = json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        self.json = text.encode()
+
+    def reported(self, at: datetime | None) -> NodeRow:
+        """This row with another report time (a heartbeat moves nothing else)."""
+        return NodeRow({**self.out, "last_report_at": _AT.dump_python(at, mode="json")})
+
+
+class _Held:
+    """A node's row and what it was rendered from, compared by identity at each touch."""
+
+    __slots__ = ("connected", "facts", "last_report_at", "resolution", "row", "severities")
+
+
+class NodeRows:
+    """Each node's list row, rendered when the intake touches the node and kept.
+
+    /v1/nodes and the fleet page are polled (every open browser every 2 s); rendering
+    1,000 rows per request took ~100 ms on the event loop. A touch re-renders the node's row
+    only when its facts, connection, recipe or open findings changed; a heartbeat, which
+    moves only the report time, swaps that one field. Nodes restored from the store before
+    their first evaluation have no touch yet, and are rendered when a list first misses them.
+    """
+
+    def __init__(self, state: LiveState, evaluator: Evaluator, render: Callable[[Overview], dict]):
+        self._state = state
+        self._evaluator = evaluator
+        self._render = render  # an Overview as the API writes a node in lists
+        self._held: dict[str, _Held] = {}
+        self._order: list[_Held] | None = []  # by name; None once a node comes or goes
+
+    def touched(self, name: str) -> None:
+        """Re-render what changed of node `name`'s row; drop it when the node is gone."""
+        node = self._state.get(name)
+        if node is None:
+            if self._held.pop(name, None) is not None:
+                self._order = None
+            return
+        ev = self._evaluator
+        resolution = ev.resolutions.get(name)
+        severities = tuple(f.severity for f in ev.drift.open_findings(name))
+        held = self._held.get(name)
+        if held is None:
+            held = self._held[name] = _Held()
+            self._order = None
+        elif (
+            held.facts is node.facts
+            and held.connected == node.connected
+            and held.resolution is resolution
+            and held.severities == severities
+        ):
+            if held.last_report_at != node.last_report_at:
+                held.row = held.row.reported(node.last_report_at)
+                held.last_report_at = node.last_report_at
+            return
+        held.facts, held.connected, held.resolution = node.facts, node.connected, resolution
+        held.severities, held.last_report_at = severities, node.last_report_at
+        held.row = NodeRow(self._render(overview_of(node, ev)))
+
+    def rows(self, *, pool: str | None = None, drifted: bool | None = None) -> list[NodeRow]:
+        """Every node's row, by name, optionally only one pool or drift state."""
+        if len(self._held) != len(self._state):  # restored, not yet evaluated: rare
+            names = {n.name for n in self._state.nodes()}
+            for name in names ^ self._held.keys():
+                self.touched(name)
+        if self._order is None:
+            self._order = [self._held[n] for n in sorted(self._held)]
+        return [
+            h.row
+            for h in self._order
+            if (pool is None or h.row.out["pool"] == pool)
+            and (drifted is None or h.row.out["drifted"] == drifted)
+        ]
+
+
 class Core:
     """The queries over one aggregator process's live state, store and validator."""
 
@@ -75,6 +180,7 @@ class Core:
         intake: Intake,
         validator: Validator,
         page: MetricsPage,
+        rows: NodeRows,
         restored: asyncio.Event,
         cluster: Cluster | None,
         gates: Gates,
@@ -92,6 +198,7 @@ class Core:
         self._evaluator = evaluator
         self._intake = intake
         self._page = page
+        self._rows = rows
         # Set once the nodes loaded from the store are evaluated (/readyz waits for it).
         self._restored = restored
         # The Kubernetes side; None outside a cluster without a kubeconfig (the demo).
@@ -267,29 +374,12 @@ class Core:
 
     def overview(self, node: NodeState) -> Overview:
         """The node's summary with what lists show beside it: pool, NCCL, CUDA, findings."""
-        resolution = self._evaluator.resolutions.get(node.name)
-        counts = dict.fromkeys(SEVERITIES, 0)
-        for f in self._evaluator.drift.open_findings(node.name):
-            counts[f.severity] += 1
-        return Overview(
-            summary=NodeSummary.of(node),
-            pool=pool_name(resolution) if resolution is not None else None,
-            nccl_version=node.derived("nccl_version", _nccl_version),
-            cuda_runtime_version=node.derived("cuda_runtime_version", _cuda_runtime_version),
-            findings=counts,
-        )
+        return overview_of(node, self._evaluator)
 
-    def overviews(self, *, pool: str | None = None, drifted: bool | None = None) -> list[Overview]:
-        """Every node's overview, by name, optionally only one pool or drift state."""
-        rows = []
-        for n in self._state.nodes():
-            row = self.overview(n)
-            if pool is not None and row.pool != pool:
-                continue
-            if drifted is not None and row.drifted != drifted:
-                continue
-            rows.append(row)
-        return rows
+    def node_rows(self, *, pool: str | None = None, drifted: bool | None = None) -> list[NodeRow]:
+        """Every node's list row, by name, optionally only one pool or drift state; cached
+        per node (NodeRows), so a list costs a filter and a join, not a render per node."""
+        return self._rows.rows(pool=pool, drifted=drifted)
 
     async def aicr_snapshots(self, node: str | None = None) -> Iterator[dict]:
         """AICR Snapshot documents: one for `node`, else one per known node, by name.

@@ -22,7 +22,8 @@ from kubernetes.client import ApiClient
 from sqlalchemy.engine import make_url
 
 from plumb.aggregator.api import create_app
-from plumb.aggregator.core import Core
+from plumb.aggregator.api.models import NodeOut
+from plumb.aggregator.core import Core, NodeRows
 from plumb.aggregator.drift import DriftEngine
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import InvalidInput, Unavailable
@@ -153,12 +154,19 @@ async def open_process(settings: AggregatorSettings) -> Process:
         registry, NodeSeries(state, evaluator, membership), SensorSeries(state, membership)
     )
 
+    rows = NodeRows(state, evaluator, lambda o: NodeOut.of(o).model_dump(mode="json"))
+
+    def touched(name: str) -> None:
+        """A node changed: what /metrics and the node lists show of it is rendered again."""
+        page.touched(name)
+        rows.touched(name)
+
     intake = Intake(
         state,
         writer,
         evaluator,
         drift_metrics.count,
-        page.touched,
+        touched,
         utcnow,
         replica=settings.replica.name,
         write_heartbeats=shared,
@@ -287,6 +295,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         intake,
         validator,
         page,
+        rows,
         restored,
         cluster,
         gates,

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import AwareDatetime
 
 from plumb.aggregator.api.access import AdminAccess, identify
@@ -29,18 +29,19 @@ def get_core(request: Request) -> Core:
 CoreDep = Annotated[Core, Depends(get_core)]
 
 
-@router.get("/nodes")
+@router.get("/nodes", response_model=list[NodeOut])
 async def list_nodes(
     core: CoreDep,
     pool: Annotated[str | None, Query(max_length=256)] = None,
     drifted: bool | None = None,
-) -> list[NodeOut]:
+) -> Response:
     """Every node that ever reported: stack summary, pool, open findings, connection.
 
     `pool` keeps one pool (`eks/h100/ubuntu/any/any`); `drifted` keeps nodes with (true)
-    or without (false) open drift findings.
+    or without (false) open drift findings. The rows are the core's cached JSON, joined.
     """
-    return [NodeOut.of(o) for o in core.overviews(pool=pool, drifted=drifted)]
+    rows = core.node_rows(pool=pool, drifted=drifted)
+    return Response(b"[" + b",".join(r.json for r in rows) + b"]", media_type="application/json")
 
 
 @router.get("/nodes/{name}")

@@ -22,7 +22,6 @@ from plumb.aggregator.api.models import (
     ChangeOut,
     FindingOut,
     NodeDetailOut,
-    NodeOut,
 )
 from plumb.aggregator.api.tokens import Caller
 from plumb.aggregator.core import Core
@@ -61,7 +60,7 @@ def _now() -> datetime:
 
 async def _fleet(core: Core, fragment: bool, account: pages.Account | None = None) -> str:
     now = _now()
-    rows = [NodeOut.of(o).model_dump(mode="json") for o in core.overviews()]
+    rows = [r.out for r in core.node_rows()]
     findings = [FindingOut.of(f).model_dump(mode="json") for f in core.open_findings()]
     try:
         events = await core.changes(now - timedelta(hours=24), now)

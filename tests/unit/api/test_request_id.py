@@ -112,7 +112,7 @@ async def test_a_fault_is_a_500_naming_its_id_in_body_header_and_log_line(app, l
     def broken(*_a, **_k):
         raise RuntimeError("the store fell over")
 
-    monkeypatch.setattr(app.state.core, "overviews", broken)
+    monkeypatch.setattr(app.state.core, "node_rows", broken)
     resp = await _call(app, "GET", "/v1/nodes", headers={"X-Request-Id": "fault-1"})
     assert resp.status_code == 500
     assert resp.headers["x-request-id"] == "fault-1"

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from plumb.aggregator.api import create_app
-from plumb.aggregator.core import Overview
+from plumb.aggregator.api.models import NodeOut
+from plumb.aggregator.core import NodeRow, Overview
 from plumb.aggregator.drift import DriftFinding
 from plumb.aggregator.errors import NotFound
 from plumb.aggregator.settings import AggregatorSettings
@@ -53,8 +54,8 @@ class FakeCore:
     def __init__(self) -> None:
         self.node_ = _node()
 
-    def overviews(self, *, pool=None, drifted=None) -> list[Overview]:
-        return [self.overview(self.node_)]
+    def node_rows(self, *, pool=None, drifted=None) -> list[NodeRow]:
+        return [NodeRow(NodeOut.of(self.overview(self.node_)).model_dump(mode="json"))]
 
     def overview(self, node: NodeState) -> Overview:
         return Overview(NodeSummary.of(node), "gke/l4/cos/any/any", None, None, {"critical": 1})
@@ -76,7 +77,7 @@ async def client():
         yield c
 
 
-async def test_a_node_list_is_the_cores_overviews_in_the_api_shape(client):
+async def test_a_node_list_is_the_cores_rows_in_the_api_shape(client):
     (row,) = (await client.get("/v1/nodes")).json()
     assert row["name"] == "gpu-7" and row["connected"] is True
     assert row["driver_version"] == "580.173.02" and row["gpu_product"] == "NVIDIA L4"

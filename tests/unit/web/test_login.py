@@ -24,7 +24,7 @@ class FakeCore:
     def __init__(self, settings: AggregatorSettings):
         self.settings = settings
 
-    def overviews(self, **_: object) -> list:
+    def node_rows(self, **_: object) -> list:
         return []
 
     def open_findings(self, **_: object) -> list:
