@@ -59,10 +59,16 @@ class NodeSeries:
             self._stack.drop(name)
             self._seen.drop(name)
             return
-        # The hash names the content: a resent FullFacts is a new dict, not new lines.
-        facts_key = (node.content_hash or id(node.facts), node.connected)
+        # Facts dicts are replaced, never edited in place: the dict itself is the key (held,
+        # so its id is never reused). The agent's hash alone would miss a change the cluster
+        # overlay makes (Intake.cluster_facts).
+        facts_key = (node.facts, node.connected)
         lines = self._nodes.get(name)
-        if lines is None or lines.facts_key != facts_key:
+        if (
+            lines is None
+            or lines.facts_key[0] is not node.facts
+            or lines.facts_key[1] != node.connected
+        ):
             lines = self._nodes[name] = _NodeLines.of(node, facts_key)
         ev = self._evaluator
         resolution, findings = ev.resolutions.get(name), tuple(ev.drift.open_findings(name))

@@ -147,6 +147,19 @@ def test_a_change_re_renders_that_node_only():
     assert sensors._families.get("b") is before_b[1]
 
 
+def test_facts_the_cluster_adds_show_though_the_agent_s_hash_is_unchanged():
+    state, _, nodes, sensors = fleet()
+    node = state.get("a")
+    # What Intake.cluster_facts does: the merged facts replace `facts`, `reported` and the
+    # agent's content hash stay (the Node object gave the OS, the agent had none).
+    node.facts = {**node.reported, "host.os_id": wire.Reading.ok("ubuntu")}
+    nodes.touched("a")
+    info = {
+        dict(labels)["node"]: dict(labels) for labels, _ in samples(page(nodes))["plumb_node_info"]
+    }
+    assert info["a"]["os"] == "ubuntu"
+
+
 def test_a_finding_closing_changes_the_counts_and_drops_its_series():
     _, verdicts, nodes, _ = fleet()
     verdicts.open["b"] = []
