@@ -8,6 +8,7 @@ and separately of archiving the built bundle; the recipe is resolved once, outsi
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import time
@@ -33,9 +34,10 @@ def median_ms(action) -> float:
 
 def main() -> None:
     catalog = load_catalog()
-    recipe = Recipe.of(resolve(catalog, CRITERIA))
+    resolution = resolve(catalog, CRITERIA)
+    recipe = Recipe.of(resolution)
     rows = {}
-    for deployer in ("helm", "helmfile", "argocd", "flux"):
+    for deployer in ("helm", "helmfile", "argocd", "argocd-helm", "flux"):
         options = BundleOptions.parse(deployer, repo_url=REPO)
         bundle = build(recipe, catalog, options)
         rows[deployer] = {
@@ -51,13 +53,15 @@ def main() -> None:
         "rounds": ROUNDS,
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+        "layers": [*resolution.applied, *resolution.mixins],
         "deployers": rows,
     }
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     for name, row in rows.items():
         print(
-            f"{name:9} {row['files']:3} files {row['kb']:6.1f} KB  build {row['build_ms']:6.2f} ms"
+            f"{name:11} {row['files']:3} files {row['kb']:6.1f} KB  build {row['build_ms']:6.2f} ms"
             f"  tar.gz {row['tar.gz_kb']:5.1f} KB ({row['tar.gz_ms']:.2f} ms)"
             f"  zip {row['zip_kb']:5.1f} KB"
         )

@@ -2,7 +2,9 @@
 
 Everything runs as real processes on loopback: `plumb serve` on a temporary SQLite file,
 and `plumb-agent --simulate` per node, each with its own copy of a shipped profile so
-that editing the copy simulates an upgrade on that node alone. The API listens on loopback
+that editing the copy simulates an upgrade on that node alone; a what-if then judges two
+rollouts and the safe one reaches two H100 nodes, one event on the fleet timeline. The API
+listens on loopback
 only, so the demo allows anonymous read; validations need the admin token it generates.
 The H100 copies state benchmark figures, one node's 20 % under its twins': the validation
 shows the baselines Plumb learns from the fleet and that node's `straggler` finding.
@@ -22,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -35,6 +38,9 @@ NODES = [(f"eks-h100-{i}", "dgx-h100") for i in range(1, 5)] + [
     (f"gke-a100-{i}", "hgx-a100") for i in range(1, 3)
 ]
 UPGRADED_NODE, NEW_DRIVER = "eks-h100-1", "595.45.04"
+# The what-if's safe driver then rolls out to two of the four H100 nodes, fabric manager with
+# it, as a driver upgrade installs both: one event in `plumb changes`.
+CANARIES = ("eks-h100-2", "eks-h100-3")
 # A what-if of rolling the H100 pool back to R570: below the CUDA 12.9 runtime's minimum
 # driver (575.51.03), on a branch past its end of life and below the recipe's R580 floor.
 OLD_DRIVER = "570.195.03"
@@ -99,9 +105,11 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def _set_driver(profile: Path, version: str) -> None:
+def _set_driver(profile: Path, version: str, *, fabric_manager: bool = False) -> None:
     spec = yaml.safe_load(profile.read_text())
     spec["driver"]["version"] = version
+    if fabric_manager:
+        spec["driver"]["fabric_manager_version"] = version
     profile.write_text(yaml.safe_dump(spec, sort_keys=False))
 
 
@@ -161,6 +169,35 @@ def _whatif(out: Console, base: str) -> None:
         out.print(f"exit code {result.returncode}")
         if result.returncode != expected:
             raise RuntimeError(f"plumb whatif --driver {driver} exited {result.returncode}")
+
+
+def _rollout(out: Console, base: str, profiles: dict[str, Path]) -> None:
+    """Roll the safe driver out to part of the H100 pool; the fleet timeline shows one event."""
+    since = datetime.now(UTC)  # the aggregator runs on this machine, on this clock
+    out.print(f"\n[bold]Rolling out[/] {NEW_DRIVER} to {' and '.join(CANARIES)}")
+    for node in CANARIES:
+        _set_driver(profiles[node], NEW_DRIVER, fabric_manager=True)
+
+    def rolled() -> bool:
+        rows = {r["name"]: r for r in httpx.get(f"{base}/v1/nodes").json()}
+        return all(rows[n]["driver_version"] == NEW_DRIVER for n in CANARIES)
+
+    with out.status("waiting for both nodes to report it…"):
+        _wait("the rollout's driver on both nodes", rolled)
+    argv = [
+        "changes",
+        "--since",
+        since.isoformat(),
+        "--fact",
+        "driver.driver_version",
+        "--server",
+        base,
+    ]
+    result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True)
+    out.print(f"$ plumb {' '.join(argv)}", markup=False, highlight=False)
+    out.print((result.stdout + result.stderr).rstrip(), markup=False, highlight=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"plumb changes failed with exit code {result.returncode}")
 
 
 def _bundle(out: Console, base: str, workdir: Path) -> None:
@@ -311,6 +348,7 @@ def run_demo(out: Console, *, once: bool = False) -> int:
         old = _upgrade_and_watch_drift(out, base, profiles[UPGRADED_NODE])
         _roll_back(out, base, profiles[UPGRADED_NODE], old)
         _whatif(out, base)
+        _rollout(out, base, profiles)
         _bundle(out, base, workdir)
         _validate(out, base, profiles[DEGRADED_NODE], admin_env)
         _stragglers(out, base)
