@@ -4,8 +4,8 @@ Everything runs as real processes on loopback: `plumb serve` on a temporary SQLi
 and `plumb-agent --simulate` per node, each with its own copy of a shipped profile so
 that editing the copy simulates an upgrade on that node alone; a what-if then judges two
 rollouts and the safe one reaches two H100 nodes, one event on the fleet timeline. The API
-listens on loopback
-only, so the demo allows anonymous read; validations need the admin token it generates.
+listens on loopback only, so the demo allows anonymous read; validations need the admin
+token it generates.
 The H100 copies state benchmark figures, one node's 20 % under its twins': the validation
 shows the baselines Plumb learns from the fleet and that node's `straggler` finding.
 """
