@@ -59,6 +59,7 @@ from plumb.aggregator.store import Store, StoreError, Writer
 from plumb.aggregator.store.retention import Retention
 from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.kubernetes import Kube
+from plumb.aggregator.validation.prometheus import Prometheus
 from plumb.aggregator.validation.schedule import Scheduler, busiest_gpu
 from plumb.v1 import agent_pb2_grpc
 
@@ -255,6 +256,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         default_deadline_s=v.default_deadline_s,
         keep_runs=v.keep_runs,
         kube=kube,
+        prometheus=Prometheus(v.prometheus_url) if v.prometheus_url else None,
     )
     ValidationResults(registry, validator)
     gates = Gates(state, evaluator, stacks, validator.latest_by_node, settings.gates)

@@ -93,6 +93,9 @@ class ValidationSettings(BaseModel):
     # Kubernetes checks run when the aggregator has a client: `auto` uses auth.kubeconfig, or
     # the pod's ServiceAccount when in a cluster; `off` skips them.
     kubernetes: Literal["auto", "off"] = "auto"
+    # The Prometheus that scrapes dcgm-exporter (e.g. http://prometheus-operated.monitoring:9090),
+    # asked by Prometheus checks (recipes/checks/metrics.yaml); None skips them.
+    prometheus_url: str | None = None
 
 
 class NodeSettings(BaseModel):

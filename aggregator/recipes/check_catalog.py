@@ -18,7 +18,7 @@ __all__ = ["CheckDef", "CheckFile", "Checks", "Threshold"]
 
 Phase = Literal["deployment", "conformance", "performance"]
 PHASES: tuple[Phase, ...] = ("deployment", "conformance", "performance")
-RunsOn = Literal["aggregator", "agent", "kubernetes"]
+RunsOn = Literal["aggregator", "agent", "kubernetes", "prometheus"]
 Severity = Literal["critical", "warning", "info"]
 # GPU catalog columns a threshold may use, plus the GPU's PCIe link at its maximum.
 Peak = Literal[

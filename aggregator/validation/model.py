@@ -12,9 +12,10 @@ Status = Literal["pass", "fail", "warn", "skip", "error"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip", "error")
 State = Literal["running", "finished"]
 Result = Literal["passed", "failed"]
-# The node name of a cluster-wide result (a check that runs against the Kubernetes API once
-# per run rather than on each node).
+# The node name of a cluster-wide result (a check that runs against the Kubernetes API or
+# Prometheus once per run rather than on each node), and the `runs_on` of such checks.
 CLUSTER = "(cluster)"
+CLUSTER_WIDE = ("kubernetes", "prometheus")
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,12 @@ class ValidationRun:
 
     def targets(self, check: PlannedCheck) -> tuple[str, ...]:
         """Where a check's results land: each node, or once for the cluster."""
-        return (CLUSTER,) if check.runs_on == "kubernetes" else self.nodes
+        return (CLUSTER,) if check.runs_on in CLUSTER_WIDE else self.nodes
 
     @property
     def suites(self) -> tuple[str, ...]:
         """The nodes, then the cluster when a cluster-wide check is planned."""
-        cluster = any(c.runs_on == "kubernetes" for c in self.checks)
+        cluster = any(c.runs_on in CLUSTER_WIDE for c in self.checks)
         return (*self.nodes, CLUSTER) if cluster else self.nodes
 
     @property

@@ -7,9 +7,10 @@ a grace period, and the whole run a global deadline. A node that is not connecte
 stream closes mid-run, or that runs past its time gets `error` for the checks still missing:
 a run always finishes. Kubernetes checks run once per run against the API server, beside the
 node checks, and report under the node "(cluster)"; with no Kubernetes client they are
-skipped. Results are graded (benchmarks against the GPU's peak), kept in memory
-for the last runs, and stored when the run starts and when it finishes, so a restart
-lists it and finishes one it cut short (Store.finish_interrupted_validations).
+skipped. Prometheus checks do the same against validation.prometheus_url, skipped without
+it. Results are graded (benchmarks against the GPU's peak), kept in memory for the last runs,
+and stored when the run starts and when it finishes, so a restart lists it and finishes one
+it cut short (Store.finish_interrupted_validations).
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from plumb.aggregator.validation.grading import grade, peak_of
 from plumb.aggregator.validation.kubernetes import KUBERNETES, Kube, run_check
 from plumb.aggregator.validation.model import (
     CLUSTER,
+    CLUSTER_WIDE,
     CheckResult,
     PlannedCheck,
     Stack,
     ValidationRun,
 )
+from plumb.aggregator.validation.prometheus import PROMETHEUS, Prometheus, run_query_check
 from plumb.aggregator.validation.stack import stack_of
 from plumb.aggregator.validation.xids import grade_xids
 from plumb.facts import Reading
@@ -45,6 +48,7 @@ from plumb.v1 import agent_pb2
 __all__ = ["Validator"]
 
 log = logging.getLogger(__name__)
+PROMETHEUS_ENV = "PLUMB_VALIDATION__PROMETHEUS_URL"
 
 # (node, message) -> the id of the session it was queued on, or None when it could not be.
 Send = Callable[[str, agent_pb2.ConnectResponse], str | None]
@@ -80,13 +84,17 @@ class Validator:
         default_deadline_s: float,
         keep_runs: int,
         kube: Kube | None = None,
+        prometheus: Prometheus | None = None,
     ):
         for check in catalog.checks.by_id.values():
             if check.runs_on == "aggregator" and check.id not in DEPLOYMENT:
                 raise InvalidInput(f"check {check.id!r} runs in the aggregator, which lacks it")
             if check.runs_on == "kubernetes" and check.id not in KUBERNETES:
                 raise InvalidInput(f"Kubernetes check {check.id!r} is not implemented")
+            if check.runs_on == "prometheus" and check.id not in PROMETHEUS:
+                raise InvalidInput(f"Prometheus check {check.id!r} is not implemented")
         self._kube = kube
+        self._prometheus = prometheus
         self._catalog = catalog
         self._state = state
         self._resolve = resolve
@@ -238,11 +246,11 @@ class Validator:
         try:
             async with asyncio.timeout(run.deadline_s):
                 agent = [d for d in defs if d.runs_on == "agent"]
-                kube = [d for d in defs if d.runs_on == "kubernetes"]
+                cluster = [d for d in defs if d.runs_on in CLUSTER_WIDE]
                 for node in run.nodes:
                     self._local_checks(run, node, defs)
                 await asyncio.gather(
-                    *(self._cluster(run, d) for d in kube),
+                    *(self._cluster(run, d) for d in cluster),
                     *(self._node(run, n, agent) for n in run.nodes if agent),
                 )
         except TimeoutError:
@@ -252,7 +260,7 @@ class Validator:
                 self._fail_remaining(req, f"the run's deadline of {run.deadline_s:g} s passed")
             now = self._clock()
             for d in defs:
-                for node in (CLUSTER,) if d.runs_on == "kubernetes" else run.nodes:
+                for node in (CLUSTER,) if d.runs_on in CLUSTER_WIDE else run.nodes:
                     if (node, d.id) not in run.results:
                         why = f"the run's deadline of {run.deadline_s:g} s passed"
                         self._record(run, self._result(node, d, "error", why, now))
@@ -292,13 +300,20 @@ class Validator:
             self._record(run, _soften(replace(result, details=details, stack=stack), d))
 
     async def _cluster(self, run: ValidationRun, d: CheckDef) -> None:
-        """One Kubernetes check, once for the cluster; skipped without a Kubernetes client."""
-        if self._kube is None:
-            why = "Kubernetes is not configured"
-            self._record(run, self._result(CLUSTER, d, "skip", why))
+        """One Kubernetes or Prometheus check, once for the cluster; skipped without a client."""
+        if d.runs_on == "prometheus":
+            if self._prometheus is None:
+                why = "no Prometheus to ask: set validation.prometheus_url"
+                self._record(run, self._result(CLUSTER, d, "skip", f"{why} ({PROMETHEUS_ENV})"))
+                return
+            call = run_query_check(self._prometheus, d, run.nodes)
+        elif self._kube is None:
+            self._record(run, self._result(CLUSTER, d, "skip", "Kubernetes is not configured"))
             return
+        else:
+            call = run_check(self._kube, d)
         started = asyncio.get_running_loop().time()
-        status, msg, details = await run_check(self._kube, d)
+        status, msg, details = await call
         took = asyncio.get_running_loop().time() - started
         result = replace(self._result(CLUSTER, d, status, msg), details=details, duration_s=took)
         self._record(run, _soften(result, d))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,7 +77,8 @@ class Prometheus:
         return (self.workdir / "prometheus.log").read_text()
 
 
-def start_prometheus(workdir: Path, aggregator: Aggregator) -> Prometheus:
+def start_prometheus(workdir: Path, jobs: Mapping[str, str]) -> Prometheus:
+    """Prometheus scraping each job's one target (job name -> host:port), once all are up."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail(
@@ -90,10 +91,8 @@ def start_prometheus(workdir: Path, aggregator: Aggregator) -> Prometheus:
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": ["rules.yml"],  # relative to the config file's directory
         "scrape_configs": [
-            {
-                "job_name": "plumb",
-                "static_configs": [{"targets": [f"127.0.0.1:{aggregator.http_port}"]}],
-            }
+            {"job_name": job, "static_configs": [{"targets": [target]}]}
+            for job, target in jobs.items()
         ],
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -116,11 +115,12 @@ def start_prometheus(workdir: Path, aggregator: Aggregator) -> Prometheus:
             timeout=30,
             what="prometheus /-/ready",
         )
-        until(
-            lambda: prom.query('up{job="plumb"} == 1'),
-            timeout=30,
-            what="the first successful scrape of the aggregator",
-        )
+        for job in jobs:
+            until(
+                lambda job=job: prom.query(f'up{{job="{job}"}} == 1'),
+                timeout=30,
+                what=f"the first successful scrape of {job}",
+            )
     except BaseException:
         stop(proc)
         print(prom.log())
@@ -130,6 +130,6 @@ def start_prometheus(workdir: Path, aggregator: Aggregator) -> Prometheus:
 
 @pytest.fixture
 def prometheus(aggregator: Aggregator, tmp_path: Path) -> Iterator[Prometheus]:
-    prom = start_prometheus(tmp_path / "prometheus", aggregator)
+    prom = start_prometheus(tmp_path / "prometheus", {"plumb": f"127.0.0.1:{aggregator.http_port}"})
     yield prom
     stop(prom.proc)

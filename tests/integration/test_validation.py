@@ -82,7 +82,8 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
     assert "simulated" in nccl["message"]
     assert results[("healthy", "recipe-constraints")]["status"] in ("pass", "warn")
     assert run["progress"]["pending"] == 0
-    # The Kubernetes checks (no client here: skipped) report once, under "(cluster)".
+    # The Kubernetes and Prometheus checks (no client, no URL here: skipped) report once,
+    # under "(cluster)".
     kube = {c for (n, c) in results if n == "(cluster)"}
     assert kube == {
         "gpu-scheduling",
@@ -91,6 +92,7 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
         "secure-accelerator-access",
         "gpu-operator-health",
         "dra-support",
+        "ai-service-metrics",
     }
     assert {results[("(cluster)", c)]["status"] for c in kube} == {"skip"}
     assert run["progress"]["total"] == 2 * (len(run["checks"]) - len(kube)) + len(kube)

@@ -118,7 +118,21 @@ async def test_node_checks_fan_out_once_per_node_and_all_results_arrive():
     gpu_count = next(c for c in fleet.sent[0][1].checks if c.id == "gpu-count")
     assert gpu_count.parameters["expected_gpus"] == "8"
     assert run.result == "passed" and run.counts()["pass"] == 3 * len(ids)
-    assert run.counts()["skip"] == run.total - 3 * len(ids) == 6  # the six Kubernetes checks
+    # The six Kubernetes checks and the Prometheus one, with no client for either.
+    assert run.counts()["skip"] == run.total - 3 * len(ids) == 7
+
+
+async def test_a_prometheus_check_without_a_url_is_skipped_saying_what_to_set():
+    fleet = Fleet("a", "b")
+    v = fleet.make()  # no prometheus: validation.prometheus_url is unset
+    run = await finish(v, v.start(checks=("ai-service-metrics",)).id)
+    assert list(run.results) == [("(cluster)", "ai-service-metrics")]
+    result = run.results[("(cluster)", "ai-service-metrics")]
+    assert result.status == "skip"
+    assert result.message == (
+        "no Prometheus to ask: set validation.prometheus_url (PLUMB_VALIDATION__PROMETHEUS_URL)"
+    )
+    assert fleet.sent == []  # nothing asked of the nodes
 
 
 async def test_a_benchmark_below_its_share_of_peak_fails_with_figures():
@@ -226,7 +240,7 @@ async def test_reports_validate_as_ctrf_and_parse_as_junit(tmp_path: Path):
     jsonschema.validate(report, SCHEMA)
     s = report["results"]["summary"]
     # No Kubernetes client here: the cluster-wide checks are skipped once, under "(cluster)".
-    kube = [c for c in run.checks if c.runs_on == "kubernetes"]
+    kube = [c for c in run.checks if c.runs_on in ("kubernetes", "prometheus")]
     assert kube and run.total == 2 * (len(run.checks) - len(kube)) + len(kube)
     assert s["tests"] == run.total and s["failed"] == 2 and s["skipped"] == 1 + len(kube)
     assert s["start"] <= s["stop"]
@@ -239,7 +253,9 @@ async def test_reports_validate_as_ctrf_and_parse_as_junit(tmp_path: Path):
     assert suites["a"].tests == len(run.checks) - len(kube)
     assert suites["(cluster)"].tests == suites["(cluster)"].skipped == len(kube)
     cluster = [r for r in run.results.values() if r.node == "(cluster)"]
-    assert {r.message for r in cluster} == {"Kubernetes is not configured"}
+    assert {r.message for r in cluster if r.check_id != "ai-service-metrics"} == {
+        "Kubernetes is not configured"
+    }
     body = run_json(run)
     assert body["progress"]["done"] == run.total and len(body["results"]) == run.total
 

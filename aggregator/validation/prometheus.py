@@ -1,0 +1,106 @@
+"""Prometheus checks: cluster-wide, once per run (node "(cluster)"), through its HTTP API.
+
+`ai-service-metrics` (AICR's check of that name) wants samples of each DCGM series in its
+parameters for every node of the run: one instant query per series (`/api/v1/query`), grouped
+by the labels that can name a node. dcgm-exporter's releases put the node in `Hostname`, its
+main in `hostname`, and a scrape config may relabel it to `node` (shared/reference/peers.md
+§3.1), so the first of `node_labels` a series carries is its node. Missing series are asked
+for again every `poll_s` until `window_s` has passed. An unreachable Prometheus or a refused
+query is `error`, not `fail`: nothing was learned about the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from plumb.aggregator.recipes.check_catalog import CheckDef
+
+__all__ = ["PROMETHEUS", "Prometheus", "run_query_check"]
+
+Verdict = tuple[str, str, dict[str, str]]  # status, message, details
+SHOWN = 5  # nodes named per missing series in a message
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    """Where the aggregator asks Prometheus (validation.prometheus_url)."""
+
+    url: str
+    timeout_s: float = 10.0
+
+
+class QueryFailed(Exception):
+    """Prometheus could not be reached or refused the query."""
+
+
+def _names(value: object) -> list[str]:
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+async def _nodes_of(http: httpx.AsyncClient, series: str, labels: list[str]) -> set[str]:
+    """The nodes `series` has samples for, each named by the first of `labels` it carries."""
+    expr = f"group by ({', '.join(labels)}) ({series})"
+    try:
+        resp = await http.get("/api/v1/query", params={"query": expr})
+        body = resp.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise QueryFailed(f"{type(exc).__name__}: {exc}") from exc
+    if resp.status_code != 200 or body.get("status") != "success":
+        raise QueryFailed(f"{resp.status_code} {body.get('error', resp.reason_phrase)}")
+    nodes = set()
+    for sample in body["data"]["result"]:
+        metric = sample["metric"]
+        node = next((metric[k] for k in labels if metric.get(k)), None)
+        if node is not None:
+            nodes.add(node)
+    return nodes
+
+
+async def ai_service_metrics(prom: Prometheus, check: CheckDef, nodes: Sequence[str]) -> Verdict:
+    """Every listed DCGM series has samples for every node, within the poll window."""
+    series = _names(check.parameters["series"])
+    labels = _names(check.parameters.get("node_labels", "node"))
+    window_s = float(check.parameters.get("window_s", 0))
+    poll_s = float(check.parameters.get("poll_s", 10))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + window_s
+    async with httpx.AsyncClient(base_url=prom.url, timeout=prom.timeout_s) as http:
+        while True:
+            try:
+                missing = {
+                    name: lacking
+                    for name in series
+                    if (lacking := sorted(set(nodes) - await _nodes_of(http, name, labels)))
+                }
+            except QueryFailed as exc:
+                return "error", f"cannot query Prometheus at {prom.url}: {exc}", {}
+            if not missing or loop.time() + poll_s > deadline:
+                break
+            await asyncio.sleep(poll_s)
+    details = {"prometheus": prom.url, "series": ",".join(series), "nodes": str(len(nodes))}
+    if not missing:
+        return "pass", f"{len(series)} DCGM series scraped for all {len(nodes)} nodes", details
+    details.update({f"missing.{name}": ",".join(lacking) for name, lacking in missing.items()})
+    parts = [
+        f"{name} for {', '.join(lacking[:SHOWN])}" + ("..." if len(lacking) > SHOWN else "")
+        for name, lacking in missing.items()
+    ]
+    return "fail", f"no samples within {window_s:g} s: " + "; ".join(parts), details
+
+
+PROMETHEUS: dict[str, Callable[[Prometheus, CheckDef, Sequence[str]], Awaitable[Verdict]]] = {
+    "ai-service-metrics": ai_service_metrics,
+}
+
+
+async def run_query_check(prom: Prometheus, check: CheckDef, nodes: Sequence[str]) -> Verdict:
+    """One Prometheus check for the run's nodes, bounded by its timeout."""
+    try:
+        async with asyncio.timeout(check.timeout_s):
+            return await PROMETHEUS[check.id](prom, check, nodes)
+    except TimeoutError:
+        return "error", f"no answer from Prometheus within {check.timeout_s:g} s", {}
