@@ -54,9 +54,9 @@ def _views(a: DbAggregator, b: DbAggregator, path: str, **params) -> object:
     return seen_a if seen_a == seen_b else None
 
 
-# Heartbeat times lag a poll on the other replica; sensor readings live only on the replica
-# holding the node's stream (docs/replicas.md).
-_PER_REPLICA = frozenset({"last_report_at", "sensors"})
+# Heartbeat times lag a poll on the other replica, and so does when each saw a stack change;
+# sensor readings live only on the replica holding the node's stream (docs/replicas.md).
+_PER_REPLICA = frozenset({"last_report_at", "sensors", "stack_since"})
 
 
 def _steady(doc: object) -> object:
