@@ -236,9 +236,12 @@ def _validate(out: Console, base: str, profile: Path, admin_env: dict[str, str])
     _wait("the degraded node's facts", degraded)
     argv = ["validate", "--check", "ecc", "--check", "nccl-allreduce", "--check", "matmul-bf16"]
     argv += ["--server", base]
+    started = time.monotonic()
     result = subprocess.run([_bin("plumb"), *argv], capture_output=True, text=True, env=admin_env)
+    took = time.monotonic() - started
     out.print(f"$ plumb {' '.join(argv)}", markup=False, highlight=False)
     out.print(result.stdout.rstrip(), markup=False, highlight=False)
+    out.print(f"validated {len(NODES)} nodes in {took:.1f} s (plumb validate, start to verdict)")
     out.print(f"exit code {result.returncode}: non-zero because {DEGRADED_NODE} failed")
     if result.returncode == 0:
         raise RuntimeError("the degraded node passed validation")

@@ -42,6 +42,7 @@ def test_the_demo_runs_through_and_stops_everything_with_once(tmp_path):
         r"^\S+ +driver\.driver_version +580\.173\.02 → 595\.45\.04 +2 of 4 +eks/h100/", out, re.M
     )
     assert re.search(r"^OK: \d+ files match checksums.txt$", out, re.M)  # plumb verify
+    assert re.search(r"^validated 6 nodes in \d+\.\d s \(plumb validate", out, re.M)
     assert "exit code 1: non-zero because gke-a100-2 failed" in out
     assert "eks-h100-4 measures 20% under its twins" in out
     assert re.search(r"^eks-h100-4 +warning +straggler +nccl-allreduce", out, re.M)
