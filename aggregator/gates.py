@@ -11,7 +11,8 @@ those with the canary label, all
   tied for most), or not the stack the canary was validated at before (so the gate stays
   open while the rest of the pool catches up, and after);
 - were validated at it;
-- match their twins: no open finding of a blocking kind (health, straggler) and severity.
+- match their twins: no open finding of a blocking kind (health, straggler, regression)
+  and severity.
 
 Every unmet condition is a reason, so a closed gate says what it waits for. Validation
 results live in the process's memory (`Validator.latest`): after a restart every node is
