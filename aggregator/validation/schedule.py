@@ -101,12 +101,16 @@ class Scheduler:
 
 
 def first_due(entry: ScheduledPhase, now: datetime) -> datetime:
-    """When ``entry`` first runs after ``now``: its next `at` time of day (UTC), else one
-    interval from now."""
+    """When ``entry`` first runs after ``now``: its next slot of the day's series `at`, `at` +
+    every_s, `at` + 2 every_s … (UTC), else one interval from now. Started at 03:30, hourly
+    from 02:00 runs at 04:00, not at 02:00 the next day."""
     if entry.at is None:
         return now + timedelta(seconds=entry.every_s)
-    today = datetime.combine(now.astimezone(UTC).date(), entry.at, tzinfo=UTC)
-    return today if today > now else today + timedelta(days=1)
+    at = datetime.combine(now.astimezone(UTC).date(), entry.at, tzinfo=UTC)
+    if at > now:
+        return at
+    every = timedelta(seconds=entry.every_s)
+    return at + every * ((now - at) // every + 1)
 
 
 def busiest_gpu(node: NodeState) -> float | None:

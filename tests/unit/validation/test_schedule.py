@@ -110,6 +110,12 @@ def test_first_due_is_the_next_time_of_day_or_one_interval_away():
     assert first_due(nightly, T0) == datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     past = ScheduledPhase(phase="performance", every_s=86400, at=time(1, 0))
     assert first_due(past, T0) == datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
+    # Hourly from 00:10, started at 01:30: 02:10 is next (00:10, 01:10 have passed).
+    hourly_from = ScheduledPhase(phase="conformance", every_s=3600, at=time(0, 10))
+    assert first_due(hourly_from, T0) == datetime(2026, 12, 1, 2, 10, tzinfo=UTC)
+    # Exactly on a slot: that slot has come, the next is an interval on.
+    on_slot = ScheduledPhase(phase="conformance", every_s=1800, at=time(0, 30))
+    assert first_due(on_slot, T0) == datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     hourly = ScheduledPhase(phase="conformance", every_s=3600)
     assert first_due(hourly, T0) == T0 + timedelta(hours=1)
 
