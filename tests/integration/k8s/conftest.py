@@ -283,6 +283,16 @@ def api(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
         api_client.close()
 
 
+@pytest.fixture(scope="module")
+def namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> str:
+    """The test module's own namespace, its NAMESPACE, created once for the module."""
+    name = request.module.NAMESPACE
+    client.CoreV1Api(api).create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+    )
+    return name
+
+
 @pytest.fixture(scope="session")
 def make_node(api: client.ApiClient) -> Iterator[Callable[..., client.V1Node]]:
     """Create a schedulable fake Node (labels, optional GPU capacity); deleted after the run."""

@@ -31,14 +31,6 @@ VALIDATED = "plumb.dev/validated-stack"
 NEW_DRIVER = "580.95.05"
 
 
-@pytest.fixture(scope="module")
-def namespace(api) -> str:
-    client.CoreV1Api(api).create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE))
-    )
-    return NAMESPACE
-
-
 @pytest.fixture
 def serve(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[..., Aggregator]]:
     """`plumb serve` writing Nodes on the test cluster as replica `name`, once it leads."""

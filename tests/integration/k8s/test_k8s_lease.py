@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client
 
 from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
 
@@ -35,14 +34,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-@pytest.fixture(scope="module")
-def namespace(api) -> str:
-    client.CoreV1Api(api).create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE))
-    )
-    return NAMESPACE
 
 
 @pytest.fixture

@@ -27,14 +27,6 @@ FAST = {
 XID_79 = {"gpu": 3, "code": 79, "after_s": 0}
 
 
-@pytest.fixture(scope="module")
-def namespace(api) -> str:
-    client.CoreV1Api(api).create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE))
-    )
-    return NAMESPACE
-
-
 @pytest.fixture
 def serve(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[..., Aggregator]]:
     """`plumb serve` on the test cluster as replica `name`, leading its own Lease."""
