@@ -250,7 +250,9 @@ def diff_table(body: dict) -> Sheet:
     """`plumb diff`: one row per fact that differs, with its reading on each side."""
     changes = body["changes"]
     title = f"{plural(len(changes), 'fact')} differ from {body['a']} to {body['b']}"
-    sheet = Sheet(escape(title), ["NODE", "FACT", "A", "B"], fixed=("NODE",))
+    sheet = Sheet(
+        escape(title), ["NODE", "FACT", "A", "B"], show_header=bool(changes), fixed=("NODE",)
+    )
     for c in changes:
         sheet.rows.append(
             [escape(c["node"]), escape(c["path"]), _diff_cell(c["a"]), _diff_cell(c["b"])]
