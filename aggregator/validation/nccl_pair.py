@@ -369,20 +369,26 @@ async def _launcher_log(
 
 
 def _delete(core: client.CoreV1Api, batch: client.BatchV1Api, ns: str, name: str) -> None:
+    """Delete every object of the run, each on its own: one failing leaves the others to go.
+
+    Answers are not decoded (_preload_content=False): a 1.20 server answers a Service delete
+    with a Status, which the client would fail to read as a Service.
+    """
+    raw = {"_preload_content": False}
     calls = [
-        lambda: batch.delete_namespaced_job(
-            f"{name}-launcher", ns, propagation_policy="Background"
-        ),
-        lambda: batch.delete_namespaced_job(f"{name}-worker", ns, propagation_policy="Background"),
-        lambda: core.delete_namespaced_service(name, ns),
-        lambda: core.delete_namespaced_secret(name, ns),
+        (batch.delete_namespaced_job, f"{name}-launcher", {"propagation_policy": "Background"}),
+        (batch.delete_namespaced_job, f"{name}-worker", {"propagation_policy": "Background"}),
+        (core.delete_namespaced_service, name, {}),
+        (core.delete_namespaced_secret, name, {}),
     ]
-    for call in calls:
+    for call, obj, kwargs in calls:
         try:
-            call()
+            call(obj, ns, **kwargs, **raw)
         except client.ApiException as exc:
             if exc.status != 404:
-                log.warning("nccl pair object not deleted", extra={"run": name, "error": str(exc)})
+                log.warning("nccl pair object not deleted", extra={"obj": obj, "error": str(exc)})
+        except Exception as exc:  # urllib3 / TLS: the other objects still go
+            log.warning("nccl pair object not deleted", extra={"obj": obj, "error": str(exc)})
 
 
 # -- the grade --------------------------------------------------------------------------------
