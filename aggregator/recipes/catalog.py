@@ -260,7 +260,8 @@ class _Loader:
         images = self.read("knowledge/component_images.yaml", schema.ComponentImageTable)
         xids = self.read("knowledge/xids.yaml", schema.XidTable)
         drift = self.read("drift.yaml", DriftRules)
-        checks = self.check_checks(self.read_dir("checks", CheckFile))
+        check_files = self.read_dir("checks", CheckFile)
+        checks = self.check_checks(check_files)
         loaded = (criteria, registry, cuda, branches, gpus, known_bad, images, xids, drift)
         if None in loaded or self.problems:
             raise self.error()
@@ -283,6 +284,7 @@ class _Loader:
         self.check_refused(criteria[1], criteria[0], allowed)
         self.check_value_overlays(criteria, gpus, overlay_map)
         self.check_cycles(registry, overlays + mixins)
+        self.check_minima(check_files, gpu_rows, drift[0])
         self.check_unique_rows(gpus[1], "gpu", [(r.model,) for r in gpu_rows])
         self.check_unique_rows(
             gpus[1], "nvml name", [tuple(n.lower() for n in r.nvml_names) for r in gpu_rows]
@@ -448,6 +450,26 @@ class _Loader:
                     loc = ("checks", i, "threshold", "peak")
                     self.problem(doc, loc, "pcie_link needs a pcie_lane_gbps table")
         return Checks(by_id, lanes)
+
+    def check_minima(
+        self,
+        files: list[tuple[CheckFile, _Doc]],
+        gpus: tuple[schema.GpuRow, ...],
+        drift: DriftRules,
+    ) -> None:
+        """A check's minima name a GPU catalog model and a twin fabric, so a typo is refused
+        rather than leaving the check ungraded."""
+        models = {r.model for r in gpus}
+        fabrics = {f.name for f in drift.twins.fabrics} | {drift.twins.default_fabric}
+        for checks, doc in files:
+            for i, check in enumerate(checks.checks):
+                for j, m in enumerate(check.minima):
+                    loc = ("checks", i, "minima", j)
+                    if m.model not in models:
+                        self.problem(doc, (*loc, "model"), f"unknown GPU model {m.model!r}")
+                    if m.fabric not in fabrics:
+                        why = f"unknown fabric {m.fabric!r}; twin fabrics are {sorted(fabrics)}"
+                        self.problem(doc, (*loc, "fabric"), why)
 
     def check_refused(
         self, doc: _Doc, criteria: schema.CriteriaValues, allowed: Mapping[str, set[str]]

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["CheckDef", "CheckFile", "Checks", "Threshold"]
+__all__ = ["CheckDef", "CheckFile", "Checks", "Minimum", "Threshold"]
 
 Phase = Literal["deployment", "conformance", "performance"]
 PHASES: tuple[Phase, ...] = ("deployment", "conformance", "performance")
@@ -41,6 +41,18 @@ class Threshold(_Strict):
     unit: str
 
 
+class Minimum(_Strict):
+    """A measured pass mark for one GPU model on one fabric, where no datasheet fraction fits
+    (a figure across nodes depends on the network as much as on the GPU)."""
+
+    model: str  # the GPU catalog's model (recipes/knowledge/gpus.yaml)
+    fabric: str  # a twin fabric of recipes/drift.yaml (nvswitch, nvlink, pcie)
+    gpus: int | None = Field(None, ge=1)  # GPUs per node the mark holds for; None: any count
+    value: float = Field(gt=0)
+    unit: str
+    source: str = Field(min_length=3)
+
+
 class CheckDef(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     phase: Phase
@@ -52,13 +64,14 @@ class CheckDef(_Strict):
     # Passed to the node as strings (matrix_size, bytes, iterations...).
     parameters: dict[str, str | int | float] = {}
     threshold: Threshold | None = None
+    minima: tuple[Minimum, ...] = ()
 
     @model_validator(mode="after")
     def _placement(self) -> CheckDef:
         if self.phase == "deployment" and self.runs_on != "aggregator":
             raise ValueError("deployment checks run in the aggregator")
-        if self.phase == "performance" and self.threshold is None:
-            raise ValueError("a performance check needs a threshold")
+        if self.phase == "performance" and self.threshold is None and not self.minima:
+            raise ValueError("a performance check needs a threshold or minima")
         return self
 
 

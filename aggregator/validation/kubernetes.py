@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes import client
 
 from plumb.aggregator.recipes.check_catalog import CheckDef
+from plumb.aggregator.validation.nccl_pair import NCCL_PAIR, RunNodes
 
 __all__ = ["KUBERNETES", "GPU_RESOURCE", "Kube", "Verdict", "run_check"]
 
@@ -385,10 +386,13 @@ KUBERNETES: dict[str, Callable[[Kube, CheckDef], Awaitable[Verdict]]] = {
 }
 
 
-async def run_check(kube: Kube, check: CheckDef) -> Verdict:
-    """One Kubernetes check, bounded by its timeout (plus a little for the Job's cleanup)."""
+async def run_check(kube: Kube, check: CheckDef, nodes: RunNodes | None = None) -> Verdict:
+    """One Kubernetes check, bounded by its timeout (plus a little for the Job's cleanup);
+    the two-node NCCL checks (nccl_pair.py) also get the run's nodes to choose from."""
     try:
         async with asyncio.timeout(check.timeout_s + 10):
+            if check.id in NCCL_PAIR:
+                return await NCCL_PAIR[check.id](kube, check, nodes)
             return await KUBERNETES[check.id](kube, check)
     except TimeoutError:
         return "error", f"no answer from the Kubernetes API within {check.timeout_s:g} s", {}

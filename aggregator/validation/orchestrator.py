@@ -39,6 +39,7 @@ from plumb.aggregator.validation.model import (
     Stack,
     ValidationRun,
 )
+from plumb.aggregator.validation.nccl_pair import NCCL_PAIR, RunNodes
 from plumb.aggregator.validation.prometheus import PROMETHEUS, Prometheus, run_query_check
 from plumb.aggregator.validation.stack import stack_of
 from plumb.aggregator.validation.xids import grade_xids
@@ -89,7 +90,7 @@ class Validator:
         for check in catalog.checks.by_id.values():
             if check.runs_on == "aggregator" and check.id not in DEPLOYMENT:
                 raise InvalidInput(f"check {check.id!r} runs in the aggregator, which lacks it")
-            if check.runs_on == "kubernetes" and check.id not in KUBERNETES:
+            if check.runs_on == "kubernetes" and check.id not in KUBERNETES | NCCL_PAIR:
                 raise InvalidInput(f"Kubernetes check {check.id!r} is not implemented")
             if check.runs_on == "prometheus" and check.id not in PROMETHEUS:
                 raise InvalidInput(f"Prometheus check {check.id!r} is not implemented")
@@ -311,7 +312,8 @@ class Validator:
             self._record(run, self._result(CLUSTER, d, "skip", "Kubernetes is not configured"))
             return
         else:
-            call = run_check(self._kube, d)
+            facts = {n: s.facts for n in run.nodes if (s := self._state.get(n)) and s.facts}
+            call = run_check(self._kube, d, RunNodes(self._catalog, facts))
         started = asyncio.get_running_loop().time()
         status, msg, details = await call
         took = asyncio.get_running_loop().time() - started

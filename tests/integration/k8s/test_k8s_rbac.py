@@ -51,6 +51,11 @@ ALLOWED = [
     ("get", "jobs", "batch", "plumb"),
     ("list", "pods", "", "plumb"),
     ("delete", "jobs", "batch", "plumb"),
+    # The two-node NCCL checks' headless Service and ssh key: made and removed, never read.
+    ("create", "services", "", "plumb"),
+    ("delete", "services", "", "plumb"),
+    ("create", "secrets", "", "plumb"),
+    ("delete", "secrets", "", "plumb"),
 ]
 DENIED = [
     # Node labels and conditions only with aggregator.nodeWrites, off by default (the chart's
