@@ -300,7 +300,10 @@ def _components(catalog: Catalog, layer: Layer, warnings: list[str]) -> dict[str
     for reg, patch in sorted(operands, key=lambda rp: rp[0].name):
         parent = out.get(reg.operand_of or "")
         if parent is None:
-            warnings.append(f"{reg.name} is a setting of {reg.operand_of}, which is not deployed")
+            if patch.enabled is not False:  # one an overlay turned off is no surprise
+                warnings.append(
+                    f"{reg.name} is a setting of {reg.operand_of}, which is not deployed"
+                )
             continue
         enabled = patch.enabled is not False
         version = patch.version or reg.version

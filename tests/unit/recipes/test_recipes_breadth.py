@@ -66,15 +66,11 @@ def test_every_intent_changes_the_recipe_where_an_overlay_pins_it(catalog) -> No
 @pytest.mark.parametrize(
     ("criteria", "said"),
     [
-        (
-            Criteria(service="ocp"),
-            "service 'ocp' is not supported: OpenShift installs the GPU stack through OLM",
-        ),
-        (Criteria(service="lke"), "supported: any, aks, eks, gke, kind, oke, on-prem"),
+        (Criteria(service="lke"), "supported: any, aks, eks, gke, kind, ocp, oke, on-prem"),
         (Criteria(service="bcm"), "service 'bcm' is not supported"),
         (Criteria(service="metal3"), "service 'metal3' is not supported"),
         (Criteria(service="k0s"), "service 'k0s' is not supported"),
-        (Criteria(platform="runai"), "supported: any, dynamo, kubeflow, nim, slurm"),
+        (Criteria(platform="runai"), "supported: any, dynamo, kubeflow, kueue, nim, slurm"),
         (Criteria(service="ecs"), "unknown service 'ecs'"),
     ],
 )
@@ -158,3 +154,71 @@ def test_an_os_layer_checks_the_nodes_os_release_id(
     assert dict(other.excluded)[os_name] == (
         f"mixin os-{os_name} constraint os-id failed: os.id = ubuntu, needs {os_id}"
     )
+
+
+def test_openshift_installs_nfd_the_gpu_operator_and_cert_manager_from_olm(catalog) -> None:
+    """AICR's ocp overlay: the operators from OperatorHub Subscriptions, every base chart off
+    (aicr.md §3.5 "all base comps disabled"); packages, channels and catalogs after AICR's
+    components/*-ocp-olm/values.yaml."""
+    r = resolve(catalog, Criteria(service="ocp"))
+    assert r.applied == ("base", "ocp")
+    assert [c["name"] for c in r.components] == [
+        "cert-manager-ocp-olm",
+        "gpu-operator-ocp-olm",
+        "nfd-ocp-olm",
+    ]
+    assert r.deployment_order.index("nfd-ocp-olm") < r.deployment_order.index(
+        "gpu-operator-ocp-olm"
+    )
+    assert r.warnings == ()
+    namespaces = {c["name"]: c["namespace"] for c in r.components}
+    assert namespaces == {
+        "nfd-ocp-olm": "openshift-nfd",
+        "gpu-operator-ocp-olm": "gpu-operator",
+        "cert-manager-ocp-olm": "cert-manager-operator",
+    }
+    assert r.driver_owner.owner == "host"
+
+
+def test_dynamo_deploys_grove_beside_the_platform(catalog) -> None:
+    r = resolve(catalog, Criteria(platform="dynamo"))
+    grove = r.component("grove")
+    assert (grove["source"], grove["chart"], grove["version"], grove["namespace"]) == (
+        "oci://ghcr.io/ai-dynamo/grove",
+        "grove-charts",
+        "v0.1.0-alpha.12",
+        "dynamo-system",
+    )
+
+
+def test_the_kueue_platform_adds_kueue_on_kubernetes_1_32_4(catalog) -> None:
+    plain = {c["name"] for c in resolve(catalog, Criteria()).components}
+    r = resolve(catalog, Criteria(platform="kueue"))
+    assert {c["name"] for c in r.components} - plain == {"kueue"}
+    kueue = r.component("kueue")
+    assert (kueue["source"], kueue["chart"], kueue["version"], kueue["namespace"]) == (
+        "oci://registry.k8s.io/kueue/charts",
+        "kueue",
+        "0.19.3",
+        "kueue-system",
+    )
+    assert next(c for c in r.constraints if c["name"] == "k8s-version-kueue")["check"] == (
+        "k8s.version >= 1.32.4"
+    )
+
+
+def test_k8s_aibom_only_in_h100_gke_cos_inference_and_not_its_dynamo_leaf(catalog) -> None:
+    """AICR installs k8s-aibom in one stock recipe, h100-gke-cos-inference; its dynamo leaf
+    declines it (AICR docs/user/component-catalog.md)."""
+    gke = dict(service="gke", accelerator="h100", os="cos", intent="inference")
+    names = {c["name"] for c in resolve(catalog, Criteria(**gke)).components}
+    assert "k8s-aibom" in names
+    aibom = resolve(catalog, Criteria(**gke)).component("k8s-aibom")
+    assert (aibom["source"], aibom["version"]) == (
+        "oci://ghcr.io/googlecloudplatform/charts",
+        "1.3.0",
+    )
+    dynamo = {c["name"] for c in resolve(catalog, Criteria(**gke, platform="dynamo")).components}
+    assert "k8s-aibom" not in dynamo and "grove" in dynamo
+    training = dict(gke, intent="training")
+    assert "k8s-aibom" not in {c["name"] for c in resolve(catalog, Criteria(**training)).components}

@@ -76,7 +76,7 @@ def test_a_criteria_value_without_an_overlay_is_refused_at_load(tmp_path: Path) 
     path = _write(
         tmp_path,
         "criteria.yaml",
-        shipped.replace("service: [eks, gke, aks, oke, kind, on-prem]", "service: [eks, lke]"),
+        shipped.replace("service: [eks, gke, aks, oke, ocp, kind, on-prem]", "service: [eks, lke]"),
     )
     with pytest.raises(RecipeError) as caught:
         load_catalog(data=tmp_path)
