@@ -228,6 +228,13 @@ class Core:
         `criteria`, or an uploaded `recipe`; InvalidInput when the sources don't say which."""
         if sum(x is not None for x in (node, criteria, recipe)) != 1:
             raise InvalidInput("give exactly one of criteria, node or recipe")
+        if options.vendor_charts:
+            # Pulling would make the aggregator fetch whatever URL an uploaded recipe names.
+            raise InvalidInput(
+                "vendor_charts: the aggregator does not fetch charts; they are pulled where"
+                " plumb bundle runs",
+                hint="plumb bundle --vendor-charts (with --recipe FILE for a node's recipe)",
+            )
         facts = None
         if node is not None:
             source = Recipe.of(self.recipe_for_node(node))

@@ -75,9 +75,10 @@ class MirrorList:
     order: tuple[str, ...]  # the recipe's deployment order
 
     @classmethod
-    def of(cls, resolution: Resolution, catalog: Catalog) -> MirrorList:
-        """The charts and images of ``resolution``, in deployment order."""
-        recipe = Recipe.of(resolution)
+    def of(cls, resolution: Resolution | Recipe, catalog: Catalog) -> MirrorList:
+        """The charts and images of a resolution (or a recipe read back from one: a saved
+        snapshot's, resolved here), in deployment order."""
+        recipe = resolution if isinstance(resolution, Recipe) else Recipe.of(resolution)
         charts: list[MirrorChart] = []
         images: list[MirrorImage] = []
         for release in plan(recipe, catalog, BundleOptions()):

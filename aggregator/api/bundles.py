@@ -51,6 +51,15 @@ class BundleIn(BaseModel):
     set_file: FileTexts = Field(default={}, description="component:path -> the file's text")
     nodes: int = Field(default=0, ge=0, le=100_000, description="expected GPU nodes; 0 unset")
     storage_class: str | None = Field(default=None, max_length=253)
+    dynamic: Texts = Field(default=[], description="component:path, given at install time")
+    vendor_charts: bool = Field(
+        default=False,
+        description="carry each chart's .tgz; built by `plumb bundle --vendor-charts` only,"
+        " which pulls them where it runs",
+    )
+    readiness_hooks: bool = Field(
+        default=False, description="wait for each release's workloads before the next"
+    )
     chart: ChartIn | None = None
     system_node_selector: Texts = []
     system_tolerations: Texts = []
@@ -69,6 +78,9 @@ class BundleIn(BaseModel):
             set_file=self.set_file,
             nodes=self.nodes,
             storage_class=self.storage_class,
+            dynamic=self.dynamic,
+            vendor_charts=self.vendor_charts,
+            readiness_hooks=self.readiness_hooks,
             chart=(self.chart.name, self.chart.version) if self.chart else None,
             system_node_selector=self.system_node_selector,
             system_tolerations=self.system_tolerations,

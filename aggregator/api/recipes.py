@@ -79,7 +79,8 @@ RecipeBody = Annotated[
 ]
 
 
-def _resolve(core: Core, request: RecipeRequest | RecipeCriteriaIn) -> Resolution:
+def resolve_request(core: Core, request: RecipeRequest | RecipeCriteriaIn) -> Resolution:
+    """The resolution a recipe body asks for (shared by `POST /v1/recipe` and `/v1/mirror`)."""
     if isinstance(request, RecipeCriteriaIn):
         spec = criteria_from_recipe_criteria(request.model_dump(exclude_none=True))
         return core.recipes.resolve(Criteria(**spec))
@@ -102,7 +103,7 @@ async def get_recipe(core: CoreDep, criteria: Annotated[CriteriaIn, Query()]) ->
 async def post_recipe(core: CoreDep, request: Annotated[RecipeBody, Body()]) -> dict[str, Any]:
     """The recipe for `criteria`, for `node` from its live facts, for an AICR `snapshot`, or
     for an AICR RecipeCriteria body (`kind`, `apiVersion`, `metadata`, `spec`)."""
-    return _resolve(core, request).to_dict()
+    return resolve_request(core, request).to_dict()
 
 
 @router.get("/nodes/{name}/recipe")

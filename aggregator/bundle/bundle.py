@@ -1,7 +1,8 @@
 """Build a bundle: the deployer's files plus ``recipe.yaml``, ``facts.yaml``, README, checksums.
 
-The build is a pure function of the recipe, the node facts, the options and the catalog:
-nothing reads the clock or the environment, so the same input gives the same bytes.
+The build is a pure function of the recipe, the node facts, the options, the catalog and,
+with ``--vendor-charts``, the chart archives ``vendor.pull`` fetched: nothing reads the clock,
+the network or the environment, so the same input gives the same bytes.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from plumb.aggregator.bundle.archive import Format, archive, write_dir
 from plumb.aggregator.bundle.checksums import CHECKSUMS, checksums_text
 from plumb.aggregator.bundle.deployers import DEPLOYERS
 from plumb.aggregator.bundle.documents import yaml_text
+from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.plan import Release, plan
 from plumb.aggregator.bundle.recipe import Recipe
+from plumb.aggregator.bundle.vendor import charts_yaml
 from plumb.aggregator.recipes import Catalog
 from plumb.facts import Reading
 from plumb.tree import nest
@@ -69,10 +72,16 @@ def build(
     *,
     facts: Mapping[str, Reading] | None = None,
     node: str | None = None,
+    charts: Mapping[str, bytes] | None = None,
 ) -> Bundle:
-    """The bundle of ``recipe`` for ``options.deployer``; BundleError names bad input."""
+    """The bundle of ``recipe`` for ``options.deployer``; BundleError names bad input.
+
+    ``charts`` (component → chart archive, from ``vendor.pull``) is what ``vendor_charts``
+    carries; every upstream chart of the recipe must be in it.
+    """
     started = time.perf_counter()
     releases = plan(recipe, catalog, options)
+    vendored = _vendored(releases, options, charts or {})
     output = DEPLOYERS[options.deployer](releases, options)
     text = {
         **output.files,
@@ -84,7 +93,11 @@ def build(
     }
     if options.chart and "Chart.yaml" not in text:
         text["Chart.yaml"] = _carrier_chart(options)
-    files = {path: text[path].encode("utf-8") for path in sorted(text)}
+    if vendored:
+        folders = {r.name: r.vendored for r in releases}
+        text["charts.yaml"] = charts_yaml(recipe, folders, charts or {})
+    files = {path: text[path].encode("utf-8") for path in sorted(text)} | vendored
+    files = {path: files[path] for path in sorted(files)}
     files[CHECKSUMS] = checksums_text(files).encode()
     bundle = Bundle(options.deployer, files, output.executables)
     log.info(
@@ -97,6 +110,24 @@ def build(
         },
     )
     return bundle
+
+
+def _vendored(
+    releases: list[Release], options: BundleOptions, charts: Mapping[str, bytes]
+) -> dict[str, bytes]:
+    """The chart archives the bundle carries, by path; empty without ``vendor_charts``."""
+    if not options.vendor_charts:
+        if charts:
+            raise BundleError("chart archives were given without vendor_charts")
+        return {}
+    upstream = [r for r in releases if not r.local]
+    missing = [r.name for r in upstream if r.name not in charts]
+    if missing:
+        raise BundleError(
+            f"vendor_charts: no chart archive for {', '.join(missing)}",
+            hint="plumb bundle --vendor-charts pulls them with helm before building",
+        )
+    return {r.vendored: charts[r.name] for r in upstream}
 
 
 def _carrier_chart(options: BundleOptions) -> str:
@@ -141,6 +172,13 @@ def _readme(
         + (f"- `--nodes {options.nodes}`\n" if options.nodes else "")
         + (f"- `--storage-class {options.storage_class}`\n" if options.storage_class else "")
     ) or "- none\n"
+    dynamic = "".join(f"- `{r.name}`: `{d.dotted}`\n" for r in releases for d in r.dynamic)
+    install_time = (
+        f"\nInstall-time values (`--dynamic`: not in the bundle; how to give them is below):\n"
+        f"{dynamic}"
+        if dynamic
+        else ""
+    )
     warnings = "".join(f"- {w}\n" for w in recipe.warnings) or "- none\n"
     return f"""# GPU stack bundle ({options.deployer})
 
@@ -155,7 +193,7 @@ resolution (overlays, constraints, findings); `facts.yaml` holds the node facts 
 {rows}
 
 Value overrides:
-{overrides}
+{overrides}{install_time}
 Recipe warnings:
 {warnings}
 {usage}

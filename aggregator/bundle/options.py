@@ -17,13 +17,18 @@ from typing import Any, Literal
 from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.bundle.oci import CHART_NAME, CHART_VERSION
 
-__all__ = ["BundleOptions", "Merge", "Override", "Toleration"]
+__all__ = ["BundleOptions", "Dynamic", "Merge", "Override", "Toleration"]
 
 DEPLOYERS = ("argocd", "argocd-helm", "flux", "helm", "helmfile")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _OVERRIDE = re.compile(r"^(?P<component>[a-z0-9][a-z0-9.-]*):(?P<path>[^=]+)=(?P<value>.*)$", re.S)
 # A StorageClass name is a DNS-1123 subdomain.
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
+# A --dynamic path becomes an environment variable name and sits inside a quoted shell word,
+# so its keys are restricted to what Helm values keys almost always are.
+_DYNAMIC = re.compile(
+    r"^(?P<component>[a-z0-9][a-z0-9.-]*):(?P<path>[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*)$"
+)
 _KEY = re.compile(r"^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 
 
@@ -86,6 +91,32 @@ class Merge:
         return f"{where}={json.dumps(self.value, sort_keys=True, separators=(',', ':'))}"
 
 
+@dataclass(frozen=True)
+class Dynamic:
+    """``--dynamic component:path``: the value at ``path`` is given at install time, not here."""
+
+    component: str
+    path: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Dynamic:
+        match = _DYNAMIC.match(text)
+        if match is None:
+            raise BundleError(
+                f"--dynamic {text!r}: expected component:path, keys of letters, digits, '_' "
+                "and '-' separated by '.'",
+                hint="e.g. gpu-operator:driver.version",
+            )
+        return cls(match["component"], tuple(match["path"].split(".")))
+
+    @property
+    def flag(self) -> str:
+        return "--dynamic"
+
+    def __str__(self) -> str:
+        return f"{self.component}:{'.'.join(self.path)}"
+
+
 def _split(flag: str, text: str, example: str) -> tuple[str, tuple[str, ...], str]:
     """(component, path, value) of ``component:path=value``; BundleError says what is wrong."""
     match = _OVERRIDE.match(text)
@@ -142,6 +173,10 @@ class BundleOptions:
     ``nodes`` (the expected GPU node count, 0 for unset) and ``storage_class`` go to the value
     paths the registry declares for them, as node placement does. ``chart`` (name, version)
     makes the bundle a Helm chart of that name, for ``oci://`` output (see oci.py).
+    ``dynamic`` values are left out of the bundle and read at install time; ``vendor_charts``
+    makes the deployers install each upstream chart from its ``.tgz`` inside the bundle (see
+    vendor.py); ``readiness_hooks`` makes them wait for each release's workloads before the
+    next. Each is refused, saying why, by a deployer that cannot honour it.
     """
 
     deployer: str = "helm"
@@ -150,6 +185,9 @@ class BundleOptions:
     file_merges: tuple[Merge, ...] = ()
     nodes: int = 0
     storage_class: str | None = None
+    dynamic: tuple[Dynamic, ...] = ()
+    vendor_charts: bool = False
+    readiness_hooks: bool = False
     chart: tuple[str, str] | None = None
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
     system_tolerations: tuple[Toleration, ...] = ()
@@ -192,6 +230,9 @@ class BundleOptions:
         set_file: Mapping[str, str] | None = None,
         nodes: int = 0,
         storage_class: str | None = None,
+        dynamic: Iterable[str] = (),
+        vendor_charts: bool = False,
+        readiness_hooks: bool = False,
         chart: tuple[str, str] | None = None,
         system_node_selector: Iterable[str] = (),
         system_tolerations: Iterable[str] = (),
@@ -211,6 +252,9 @@ class BundleOptions:
             file_merges=tuple(Merge.from_file(t, c) for t, c in (set_file or {}).items()),
             nodes=nodes,
             storage_class=storage_class,
+            dynamic=tuple(Dynamic.parse(d) for d in dynamic),
+            vendor_charts=vendor_charts,
+            readiness_hooks=readiness_hooks,
             chart=chart,
             system_node_selector=_selector(system_node_selector, "system node selector"),
             system_tolerations=tuple(Toleration.parse(t) for t in system_tolerations),

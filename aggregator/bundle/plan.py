@@ -17,7 +17,7 @@ from plumb.aggregator.bundle.documents import sort_keys, yaml_text
 from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.recipe import Recipe
-from plumb.aggregator.bundle.values import release_values
+from plumb.aggregator.bundle.values import DynamicValue, release_values, take_dynamic
 from plumb.aggregator.recipes import Catalog
 
 __all__ = ["Release", "plan"]
@@ -39,6 +39,7 @@ class Release:
     values: Mapping[str, Any]
     dependencies: tuple[str, ...]
     chart_files: Mapping[str, str]  # a local chart's files, relative to ``folder``
+    dynamic: tuple[DynamicValue, ...] = ()  # values given at install time, absent from values
 
     @property
     def folder(self) -> str:
@@ -51,6 +52,12 @@ class Release:
     @property
     def oci(self) -> bool:
         return bool(self.source and self.source.startswith("oci://"))
+
+    @property
+    def vendored(self) -> str:
+        """Where ``--vendor-charts`` puts an upstream chart's archive in the bundle: a fixed
+        name, since an uploaded recipe's chart name and version are free text."""
+        return f"{self.folder}/chart.tgz"
 
     @property
     def chart_ref(self) -> str:
@@ -87,6 +94,7 @@ def plan(recipe: Recipe, catalog: Catalog, options: BundleOptions) -> list[Relea
         for name, files in templates.items()
     }
     values = release_values(recipe, catalog, options, defaults)
+    dynamic = take_dynamic(values, recipe, catalog, options)
     out: list[Release] = []
     for index, name in enumerate(recipe.deployment_order, start=1):
         comp = recipe.component(name)
@@ -103,6 +111,7 @@ def plan(recipe: Recipe, catalog: Catalog, options: BundleOptions) -> list[Relea
             values=values[name],
             dependencies=comp.dependencies,
             chart_files={},
+            dynamic=dynamic.get(name, ()),
         )
         if comp.type == "manifest":
             release = _with_local_chart(release, templates[name])

@@ -7,23 +7,45 @@ a chart never gets a key it does not read. Overrides then apply in Helm's order:
 ``--set-json``, ``--set``, ``--set-file``. A ``--set`` may only change a single value that
 exists, and a ``--set-json``/``--set-file`` path must lead through maps that exist (its last
 key may be new), so a typo fails loudly instead of being ignored by the chart. An override of
-an operand (``driver:version=...``) lands in its parent chart's values.
+an operand (``driver:version=...``) lands in its parent chart's values. Last, each
+``--dynamic`` path is taken out of the values (``take_dynamic``): the deployer reads it at
+install time.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from plumb.aggregator import untrusted
 from plumb.aggregator.bundle.errors import BundleError
-from plumb.aggregator.bundle.options import BundleOptions, Merge, Override
+from plumb.aggregator.bundle.options import BundleOptions, Dynamic, Merge, Override
 from plumb.aggregator.bundle.recipe import Recipe
 from plumb.aggregator.errors import InvalidInput
 from plumb.aggregator.recipes import Catalog
 
-__all__ = ["release_values"]
+__all__ = ["DynamicValue", "release_values", "take_dynamic"]
+
+
+@dataclass(frozen=True)
+class DynamicValue:
+    """A value of a release left for install time: where it goes, and what supplies it.
+
+    ``env`` is the environment variable the helm and helmfile deployers read it from (the
+    release and path, upper case, ``_`` for anything else); ``text`` says the value the recipe
+    had there was a string, so it is passed literally rather than parsed as a number or bool.
+    """
+
+    path: tuple[str, ...]
+    env: str
+    text: bool
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
 
 
 def release_values(
@@ -70,6 +92,44 @@ def release_values(
     return out
 
 
+def take_dynamic(
+    values: dict[str, dict[str, Any]], recipe: Recipe, catalog: Catalog, options: BundleOptions
+) -> dict[str, tuple[DynamicValue, ...]]:
+    """Remove each ``--dynamic`` path from ``values`` (the final values by release); what each
+    release must be given at install time. The path must lead through maps that exist and end
+    at a single value or a new key, so a typo fails here rather than at install."""
+    out: dict[str, list[DynamicValue]] = {}
+    owners: dict[str, Dynamic] = {}
+    for dynamic in options.dynamic:
+        target, path = _target(recipe, catalog, dynamic)
+        node = values[target]
+        for depth, key in enumerate(path[:-1]):
+            if not isinstance(node.get(key), dict):
+                where = ".".join(path[:depth]) or "(top level)"
+                raise BundleError(
+                    f"--dynamic {dynamic}: {dynamic.component} has no map "
+                    f"{'.'.join(path[: depth + 1])!r}",
+                    hint=f"keys at {where}: {', '.join(sorted(node)) or 'none'}",
+                )
+            node = node[key]
+        old = node.pop(path[-1], None)
+        if isinstance(old, dict | list):
+            raise BundleError(
+                f"--dynamic {dynamic}: {'.'.join(path)!r} is a {type(old).__name__}, not a "
+                "single value",
+                hint="make one of its keys dynamic",
+            )
+        env = re.sub(r"[^A-Z0-9]+", "_", f"{target}_{'_'.join(path)}".upper())
+        if env in owners:
+            raise BundleError(
+                f"--dynamic {dynamic} and --dynamic {owners[env]} both read ${env}",
+                hint="give each install-time value once",
+            )
+        owners[env] = dynamic
+        out.setdefault(target, []).append(DynamicValue(path, env, isinstance(old, str)))
+    return {name: tuple(found) for name, found in out.items()}
+
+
 def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in top.items():
         if isinstance(value, Mapping) and isinstance(base.get(key), dict):
@@ -89,13 +149,13 @@ def _put(values: dict[str, Any], path: list[str], value: Any) -> None:
 
 
 def _target(
-    recipe: Recipe, catalog: Catalog, override: Override | Merge
+    recipe: Recipe, catalog: Catalog, override: Override | Merge | Dynamic
 ) -> tuple[str, tuple[str, ...]]:
     """The deployable component whose values an override changes, and the path in them."""
     comp = recipe.component(override.component)
     if comp is None:
         have = ", ".join(sorted(c.name for c in recipe.components))
-        flag = override.flag if isinstance(override, Merge) else "--set"
+        flag = "--set" if isinstance(override, Override) else override.flag
         raise BundleError(
             f"{flag} {override}: component {override.component!r} is not in this recipe",
             hint=f"components: {have}",

@@ -71,6 +71,23 @@ def bundle(
     storage_class: Annotated[
         str | None, typer.Option(help="StorageClass for the charts' persistent volumes")
     ] = None,
+    dynamic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dynamic", help="component:path given at install time, not in the bundle; repeatable"
+        ),
+    ] = None,
+    vendor_charts: Annotated[
+        bool,
+        typer.Option(
+            "--vendor-charts",
+            help="carry each chart's .tgz, pulled here with helm, for air-gapped installs",
+        ),
+    ] = False,
+    readiness_hooks: Annotated[
+        bool,
+        typer.Option("--readiness-hooks", help="wait for each release's workloads before the next"),
+    ] = False,
     system_node_selector: Many = None,
     system_toleration: Many = None,
     accelerated_node_selector: Many = None,
@@ -85,10 +102,16 @@ def bundle(
         typer.Option(help="Ed25519 private key (PEM or OpenSSH): sign checksums.txt with it"),
     ] = None,
     helm: Annotated[
-        str, typer.Option(envvar="PLUMB_HELM", help="the helm that pushes oci:// output")
+        str,
+        typer.Option(
+            envvar="PLUMB_HELM", help="the helm that pushes oci:// output and pulls vendored charts"
+        ),
     ] = "helm",
     plain_http: Annotated[
-        bool, typer.Option("--plain-http", help="oci:// over HTTP: a registry without TLS")
+        bool,
+        typer.Option(
+            "--plain-http", help="oci:// over HTTP (a registry without TLS), to push and to pull"
+        ),
     ] = False,
     force: Annotated[
         bool,
@@ -99,8 +122,11 @@ def bundle(
 
     A folder given as --output must be empty, or --force replaces everything in it (so
     `plumb verify` checks exactly the new bundle). With --sign-key the bundle gets
-    checksums.txt.sig, made here: the key never leaves this machine. Exit codes: 0 ok, 2 bad
-    option or a non-empty folder, 5 aggregator unreachable.
+    checksums.txt.sig, made here: the key never leaves this machine. With --vendor-charts the
+    charts are pulled here by helm and the bundle is built here (from the shipped recipes, or
+    --data); for a node's recipe, save it with `plumb recipe --node N -o yaml` and give it
+    as --recipe. Exit codes: 0 ok, 2 bad option or a non-empty folder, 5 aggregator or chart
+    source unreachable.
     """
     oci = _oci_ref(output) if output.startswith("oci://") else None
     target = Path(output)
@@ -119,6 +145,9 @@ def bundle(
         "set_file": _file_texts(set_file or []),
         "nodes": nodes,
         "storage_class": storage_class,
+        "dynamic": dynamic or [],
+        "vendor_charts": vendor_charts,
+        "readiness_hooks": readiness_hooks,
         "system_node_selector": system_node_selector or [],
         "system_tolerations": system_toleration or [],
         "accelerated_node_selector": accelerated_node_selector or [],
@@ -137,10 +166,17 @@ def bundle(
         body["criteria"] = dict(
             service=service, accelerator=accelerator, os=os, intent=intent, platform=platform
         )
-    if data and node:
-        err.print("--data builds here from recipe files; --node needs the aggregator's facts")
+    if (data or vendor_charts) and node:
+        what = "--data" if data else "--vendor-charts"
+        err.print(
+            f"{what} builds here from recipe files; --node needs the aggregator's facts\n"
+            "hint: plumb recipe --node N -o yaml > recipe.yaml, then --recipe recipe.yaml"
+        )
         raise typer.Exit(EXIT_CODES["invalid_input"])
-    archive, files = _build_here(data, body) if data else _post(server, body)
+    if data or vendor_charts:
+        archive, files = _build_here(data, body, helm=helm, plain_http=plain_http)
+    else:
+        archive, files = _post(server, body)
     if key:
         from plumb.aggregator.bundle import sign_archive
 
@@ -231,11 +267,11 @@ def _empty(folder: Path) -> None:
             child.unlink()
 
 
-def _build_here(data: Path, body: dict) -> tuple[bytes, int]:
+def _build_here(data: Path | None, body: dict, *, helm: str, plain_http: bool) -> tuple[bytes, int]:
     """The bundle the aggregator would build for `body`, built here from the shipped recipes
-    with `data` merged over them."""
+    (with `data` merged over them), and with the charts pulled here for --vendor-charts."""
     from plumb.aggregator.api.bundles import BundleIn
-    from plumb.aggregator.bundle import Recipe, build, parse_recipe
+    from plumb.aggregator.bundle import Recipe, build, parse_recipe, pull
     from plumb.aggregator.errors import PlumbError
     from plumb.aggregator.recipes import Criteria, resolve
 
@@ -246,11 +282,23 @@ def _build_here(data: Path, body: dict) -> tuple[bytes, int]:
             source = parse_recipe(body["recipe"], catalog)
         else:
             source = Recipe.of(resolve(catalog, Criteria(**body["criteria"])))
-        bundle = build(source, catalog, options)
+        charts = None
+        if options.vendor_charts:
+            charts = pull(source, helm=helm, plain_http=plain_http, progress=_pulling)
+            err.print(f"pulled {plural(len(charts), 'chart')}", markup=False)
+        bundle = build(source, catalog, options, charts=charts)
     except PlumbError as exc:
         err.print(str(exc) + (f"\nhint: {exc.hint}" if exc.hint else ""), markup=False)
         raise typer.Exit(EXIT_CODES[exc.code]) from exc
     return bundle.archive(body["format"]), len(bundle.files)
+
+
+def _pulling(done: int, total: int, component) -> None:
+    err.print(
+        f"pulling chart {done + 1}/{total}: {component.chart} {component.version} from "
+        f"{component.source} ({component.name})",
+        markup=False,
+    )
 
 
 def _post(server: str, body: dict) -> tuple[bytes, int]:

@@ -77,7 +77,7 @@ SnapshotFile = Annotated[
 ]
 
 
-def _document(path: Path) -> Any:
+def document_of(path: Path) -> Any:
     """A YAML or JSON file from the user, read within the bounds of untrusted input; exit 2
     naming what is wrong."""
     from plumb.aggregator.untrusted import load_yaml
@@ -96,12 +96,12 @@ def _refuse(path: Path, exc: PlumbError) -> NoReturn:
     raise typer.Exit(EXIT_CODES[exc.code]) from exc
 
 
-def _criteria_file(path: Path) -> dict[str, Any]:
+def criteria_file_of(path: Path) -> dict[str, Any]:
     """The criteria in an AICR RecipeCriteria file; exit 2 naming what is wrong."""
     from plumb.aggregator.aicr import criteria_from_recipe_criteria
 
     try:
-        return criteria_from_recipe_criteria(_document(path))
+        return criteria_from_recipe_criteria(document_of(path))
     except PlumbError as exc:
         _refuse(path, exc)
 
@@ -113,7 +113,7 @@ def _fetch(
         return api_json(server, f"/v1/nodes/{node}/recipe")
     if snapshot:
         # YAML timestamps and the like become text: the body is JSON.
-        doc = json.loads(json.dumps(_document(snapshot), default=str))
+        doc = json.loads(json.dumps(document_of(snapshot), default=str))
         body = {"snapshot": doc, "criteria": criteria}
         return api_json(server, "/v1/recipe", method="POST", body=body)
     return api_json(server, "/v1/recipe", params=criteria)
@@ -140,7 +140,7 @@ def resolve_here(data: Path, snapshot: Path | None, criteria: dict[str, Any]) ->
     try:
         if snapshot:
             return resolve_snapshot(
-                ResolutionCache(catalog), _document(snapshot), criteria
+                ResolutionCache(catalog), document_of(snapshot), criteria
             ).to_dict()
         return resolve(catalog, Criteria(**criteria)).to_dict()
     except PlumbError as exc:
@@ -174,7 +174,7 @@ def recipe(
         err.print("--data resolves here from recipe files; --node needs the aggregator's facts")
         raise typer.Exit(EXIT_CODES["invalid_input"])
     flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
-    criteria: dict[str, Any] = _criteria_file(criteria_file) if criteria_file else {}
+    criteria: dict[str, Any] = criteria_file_of(criteria_file) if criteria_file else {}
     criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
     if data:
         body = resolve_here(data, snapshot, criteria)

@@ -3,7 +3,11 @@
 Sync waves follow the deployment order. Upstream charts are pulled from their repository
 (an ``oci://`` registry is given without its scheme, as Argo CD's Helm OCI support wants)
 with the values inline; local charts are read from the bundle's Git repository, which is why
-this deployer needs ``repo_url``.
+this deployer needs ``repo_url``. It refuses ``--dynamic`` (an Application's values are fixed
+in Git: there is no install step to read one from), ``--vendor-charts`` (Argo CD renders a
+chart from a repository, a registry or a folder in Git, never a ``.tgz`` in Git) and
+``--readiness-hooks`` (sync waves already wait: each wave's Applications must be Healthy
+before the next starts, given Argo CD's health check for Applications).
 """
 
 from __future__ import annotations
@@ -11,13 +15,22 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from plumb.aggregator.bundle.deployers.output import Output
+from plumb.aggregator.bundle.deployers.output import AIRGAP_HINT, Output, refuse
 from plumb.aggregator.bundle.documents import sort_keys, yaml_text
 from plumb.aggregator.bundle.errors import BundleError
 from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.plan import Release
 
-__all__ = ["FINALIZERS", "IN_CLUSTER", "NAMESPACE", "ROOT_APP", "SYNC_POLICY", "render"]
+__all__ = [
+    "FINALIZERS",
+    "IN_CLUSTER",
+    "NAMESPACE",
+    "READINESS_REFUSAL",
+    "ROOT_APP",
+    "SYNC_POLICY",
+    "VENDOR_REFUSAL",
+    "render",
+]
 
 NAMESPACE = "argocd"
 IN_CLUSTER = "https://kubernetes.default.svc"
@@ -28,6 +41,15 @@ SYNC_POLICY: dict[str, Any] = {
     "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
     "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
 }
+
+VENDOR_REFUSAL = ("Argo CD renders charts from a chart repository, a registry or a chart folder in"
+                  " Git, never from a .tgz in Git", AIRGAP_HINT)  # fmt: skip
+READINESS_REFUSAL = (
+    "sync waves already wait for health: Argo CD starts a wave only once the Applications of the"
+    " waves before it are Healthy",
+    "with app-of-apps that needs Argo CD's Application health check (the resource.customizations"
+    " health Lua for argoproj.io/Application in argocd-cm); nothing in the bundle changes",
+)
 
 _USAGE = """\
 ## Apply with Argo CD
@@ -73,6 +95,20 @@ def _application(r: Release, options: BundleOptions) -> dict[str, Any]:
 
 def render(releases: list[Release], options: BundleOptions) -> Output:
     """``app-of-apps.yaml`` and ``applications/NNN-<component>.yaml``."""
+    refuse(
+        options,
+        "argocd",
+        {
+            "dynamic": (
+                "an Application's values are fixed in Git; there is no install step to read a"
+                " value from",
+                "--deployer argocd-helm takes them at helm install (--set releases.<component>"
+                ".values.<path>=...), as do helm and helmfile",
+            ),
+            "vendor_charts": VENDOR_REFUSAL,
+            "readiness_hooks": READINESS_REFUSAL,
+        },
+    )
     if not options.repo_url:
         raise BundleError(
             "the argocd deployer needs repo_url: the Git repository the bundle is pushed to",

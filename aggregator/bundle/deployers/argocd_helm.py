@@ -5,7 +5,11 @@ Helm source (the upstream chart pinned to the recipe's version, or a local chart
 the bundle's Git repository) and sync waves in deployment order, as AICR's argocd-helm does.
 Everything a release needs sits in the chart's ``values.yaml`` as data, and the templates are
 fixed text that read it: a recipe's values never pass through the template engine, and any of
-them, or where the bundle lives in Git (``repoURL``), can be changed at install time.
+them, or where the bundle lives in Git (``repoURL``), can be changed at install time. A
+``--dynamic`` value is left out of ``releases.<component>.values`` and named in
+``releases.<component>.dynamic``; rendering fails, naming it, until ``helm install --set``
+gives it. ``--vendor-charts`` and ``--readiness-hooks`` are refused as the argocd deployer
+refuses them.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from plumb.aggregator.bundle.deployers.argocd import (
     FINALIZERS,
     IN_CLUSTER,
     NAMESPACE,
+    READINESS_REFUSAL,
     ROOT_APP,
     SYNC_POLICY,
+    VENDOR_REFUSAL,
 )
-from plumb.aggregator.bundle.deployers.output import Output
+from plumb.aggregator.bundle.deployers.output import Output, refuse
 from plumb.aggregator.bundle.documents import sort_keys, yaml_text
 from plumb.aggregator.bundle.options import BundleOptions
 from plumb.aggregator.bundle.plan import LOCAL_CHART_VERSION, Release
@@ -45,7 +51,7 @@ helm install gpu-stack . -n argocd --set repoURL={repo}
 with a message when one needs it and it is unset. Change a release's values at install time
 with `--set releases.<component>.values.<path>=...`. OCI chart registries must be registered
 in Argo CD with `enableOCI: true`.
-"""
+{dynamic}"""
 
 # One Application from `releases.<name>` of the values; `toJson` quotes every string safely.
 _APPLICATION = """\
@@ -53,6 +59,16 @@ _APPLICATION = """\
 {{{{- $root := index . 0 -}}}}
 {{{{- $name := index . 1 -}}}}
 {{{{- $r := index $root.Values.releases $name -}}}}
+{{{{- range $path := $r.dynamic }}}}
+{{{{- $node := $r.values }}}}
+{{{{- range $key := splitList "." $path }}}}
+{{{{- if not (and (kindIs "map" $node) (hasKey $node $key)) }}}}
+{{{{- fail (printf "releases.%s.values.%s is an install-time value (--dynamic): helm install \
+--set releases.%s.values.%s=..." $name $path $name $path) }}}}
+{{{{- end }}}}
+{{{{- $node = index $node $key }}}}
+{{{{- end }}}}
+{{{{- end }}}}
 apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata:
@@ -101,11 +117,18 @@ def _release(r: Release) -> dict[str, Any]:
             "version": r.version,
         }
     entry["values"] = sort_keys(dict(r.values))
+    if r.dynamic:
+        entry["dynamic"] = [d.dotted for d in r.dynamic]
     return entry
 
 
 def render(releases: list[Release], options: BundleOptions) -> Output:
     """``Chart.yaml``, ``values.yaml``, ``templates/`` (one file per release) and local charts."""
+    refuse(
+        options,
+        "argocd-helm",
+        {"vendor_charts": VENDOR_REFUSAL, "readiness_hooks": READINESS_REFUSAL},
+    )
     name, version = options.chart or (ROOT_APP, LOCAL_CHART_VERSION)
     chart = {
         "apiVersion": "v2",
@@ -135,4 +158,15 @@ def render(releases: list[Release], options: BundleOptions) -> Output:
             f'{{{{- include "plumb.application" (list . "{r.name}") }}}}\n'
         )
         files.update(r.folder_files(values_file=False))
-    return Output(files, _USAGE.format(repo=options.repo_url or "https://git.example.com/x.git"))
+    given = " ".join(
+        f"--set releases.{r.name}.values.{d.dotted}=..." for r in releases for d in r.dynamic
+    )
+    dynamic = (
+        f"\nInstall-time values (`--dynamic`) are not in `values.yaml`; rendering stops naming"
+        f" each one until it is given:\n\n```sh\nhelm install gpu-stack . -n argocd"
+        f" --set repoURL=... {given}\n```\n"
+        if given
+        else ""
+    )
+    repo = options.repo_url or "https://git.example.com/x.git"
+    return Output(files, _USAGE.format(repo=repo, dynamic=dynamic))

@@ -210,3 +210,61 @@ def test_cli_asks_the_aggregator_and_prints_its_documents_as_yaml(monkeypatch) -
     ]  # fmt: skip
     assert yaml.safe_load(result.output) == zarf
     assert result.output.startswith("# A Zarf package")
+
+
+# --- a recipe from a saved snapshot, a criteria file or a node -----------------------------
+
+AICR = Path(__file__).resolve().parents[2] / "data" / "real" / "aicr"
+# The real EKS H100 snapshot implies eks / h100 / ubuntu (K8s.node.provider, GPU.smi
+# gpu.model, OS.release.ID); the eks overlay adds the EBS CSI driver (recipes/registry.yaml).
+EBS = {
+    "component": "aws-ebs-csi",
+    "chart": "aws-ebs-csi-driver",
+    "source": "https://kubernetes-sigs.github.io/aws-ebs-csi-driver",
+    "version": "2.59.0",
+    "namespace": "kube-system",
+}
+
+
+async def test_api_lists_the_recipe_of_a_posted_aicr_snapshot(client):
+    snapshot = yaml.safe_load((AICR / "cns_snapshot_h100.yaml").read_text())
+    resp = await client.post("/v1/mirror", params={"format": "yaml"}, json={"snapshot": snapshot})
+    assert resp.status_code == 200, resp.text
+    (doc,) = resp.json()["documents"]
+    assert (doc["criteria"]["service"], doc["criteria"]["accelerator"]) == ("eks", "h100")
+    assert doc["criteria"]["os"] == "ubuntu" and EBS in doc["charts"]
+
+
+async def test_api_refuses_a_body_that_is_not_a_snapshot_in_the_error_shape(client):
+    resp = await client.post("/v1/mirror", json={"snapshot": {"kind": "Pod"}})
+    assert resp.status_code == 400 and "expected kind Snapshot" in resp.json()["message"]
+
+
+@pytest.mark.parametrize(
+    "source", [["--snapshot", "cns_snapshot_h100.yaml"], ["--criteria", "criteria.yaml"]]
+)
+def test_cli_lists_the_recipe_of_a_snapshot_or_criteria_file_here(tmp_path: Path, source):
+    args = ["mirror", "list", "--data", str(tmp_path), source[0], str(AICR / source[1])]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = yaml.safe_load(result.output)
+    assert doc["criteria"]["service"] == "eks" and EBS in doc["charts"]
+
+
+def test_cli_asks_the_aggregator_for_a_nodes_recipe_by_post(monkeypatch) -> None:
+    asked = []
+
+    def fake_api(server, path, *, method="GET", params=None, body=None):
+        asked.append((method, path, params, body))
+        return {"format": "yaml", "documents": [{"charts": []}]}
+
+    monkeypatch.setattr("plumb.aggregator.cli.mirror.api_json", fake_api)
+    result = CliRunner().invoke(app, ["mirror", "list", "--node", "gpu-7"])
+    assert result.exit_code == 0, result.output
+    assert asked == [("POST", "/v1/mirror", {"format": "yaml"}, {"node": "gpu-7"})]
+
+
+def test_cli_refuses_two_recipe_sources(tmp_path: Path) -> None:
+    args = ["mirror", "list", "--node", "n", "--criteria", str(AICR / "criteria.yaml")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "at most one of" in result.output
