@@ -58,7 +58,7 @@ from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Store, StoreError, Writer
 from plumb.aggregator.store.retention import Retention
 from plumb.aggregator.validation import ValidationRun, Validator
-from plumb.aggregator.validation.kubernetes import Kube
+from plumb.aggregator.validation.kubernetes import Kube, cluster_recipe
 from plumb.aggregator.validation.prometheus import Prometheus
 from plumb.aggregator.validation.schedule import Scheduler, busiest_gpu
 from plumb.v1 import agent_pb2_grpc
@@ -218,7 +218,12 @@ async def open_process(settings: AggregatorSettings) -> Process:
     kube = None
     if api is not None and settings.validation.kubernetes == "auto":
         leader = cluster.is_leader if cluster is not None else _always
-        kube = Kube(api, settings.validation.namespace, leader=leader)
+        kube = Kube(
+            api,
+            settings.validation.namespace,
+            leader=leader,
+            recipe=lambda: cluster_recipe(catalog, map(evaluator.resolution, state.nodes())),
+        )
 
     streams = Streams(settings.ingest.outbound_queue_max)
 

@@ -280,6 +280,11 @@ class _Loader:
         overlay_map = self.unique(overlays, "overlay")
         for mixin, doc in mixins:
             self.check_patches(doc, mixin.components, components)
+            deployed = {c.name for c in mixin.components}
+            for i, name in enumerate(mixin.health.operators if mixin.health else ()):
+                if name not in deployed:
+                    why = f"operator {name!r} is not one of this mixin's components"
+                    self.problem(doc, ("health", "operators", i), why)
         self.check_overlays(overlays, overlay_map, mixin_map, components, allowed)
         self.check_refused(criteria[1], criteria[0], allowed)
         self.check_value_overlays(criteria, gpus, overlay_map)

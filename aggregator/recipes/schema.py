@@ -157,6 +157,23 @@ class Overlay(Strict):
     components: tuple[ComponentPatch, ...] = ()
 
 
+class PlatformHealth(Strict):
+    """What a platform mixin's deployment looks like when healthy (the platform-health check):
+    every Deployment of each ``operators`` release (Helm's ``app.kubernetes.io/instance``
+    label, in the component's namespace) available, every CRD of ``crds`` served."""
+
+    operators: tuple[str, ...] = ()  # component names: the bundle's Helm release names
+    crds: tuple[str, ...] = ()  # <plural>.<group>, as `kubectl get crd` names them
+
+    @field_validator("crds")
+    @classmethod
+    def _plural_dot_group(cls, crds: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [c for c in crds if "." not in c]
+        if bad:
+            raise ValueError(f"a CRD is named <plural>.<group>: {bad}")
+        return crds
+
+
 class Mixin(Strict):
     """One file of ``mixins/``: constraints and components shared by overlays that name it."""
 
@@ -165,6 +182,7 @@ class Mixin(Strict):
     description: str
     constraints: tuple[Constraint, ...] = ()
     components: tuple[ComponentPatch, ...] = ()
+    health: PlatformHealth | None = None
 
 
 class CriteriaValues(Strict):

@@ -7,7 +7,11 @@ Job is always deleted (propagation Background), even on failure or cancellation.
 `nodes-ready` wants every GPU node Ready. `secure-accelerator-access` runs a Job that requests
 no GPU on a GPU node and wants it to see none; `gpu-operator-health` reads the ClusterPolicy's
 state and the operator Deployment; `dra-support` wants the resource.k8s.io API, the GPU
-DeviceClass and ResourceSlices publishing devices on every GPU node. Core APIs are those of
+DeviceClass and ResourceSlices publishing devices on every GPU node, then a ResourceClaim for
+one device and a pod using it that sees exactly one GPU. `gang-scheduling` runs a PodGroup of
+bare pods through the recipe's gang scheduler and wants them bound together;
+`platform-health` wants the recipe's platform operators available and their CRDs served
+(Kube.recipe says what the nodes' recipes deploy). Core APIs are those of
 Kubernetes 1.20 (core/v1, apps/v1, batch/v1); the GPU Operator's and DRA's are found by
 discovery, and their absence is a skip, not an error. The synchronous `kubernetes` client
 runs in threads (asyncio.to_thread).
@@ -19,16 +23,26 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
 
+from plumb.aggregator.recipes import Catalog, Resolution
 from plumb.aggregator.recipes.check_catalog import CheckDef
+from plumb.aggregator.recipes.schema import PlatformHealth
 from plumb.aggregator.validation.nccl_pair import NCCL_PAIR, RunNodes
 
-__all__ = ["KUBERNETES", "GPU_RESOURCE", "Kube", "Verdict", "run_check"]
+__all__ = [
+    "KUBERNETES",
+    "GPU_RESOURCE",
+    "ClusterRecipe",
+    "Kube",
+    "Verdict",
+    "cluster_recipe",
+    "run_check",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +63,29 @@ class Kube:
     poll_s: float = 0.5
     # Whether this replica holds the Lease: only the leader creates validation workloads.
     leader: Callable[[], bool] = lambda: True
+    # What the cluster's resolved recipes deploy (gang-scheduling, platform-health).
+    recipe: Callable[[], ClusterRecipe] = lambda: ClusterRecipe()
+
+
+@dataclass(frozen=True)
+class ClusterRecipe:
+    """What the nodes' resolved recipes deploy, together: components (name -> namespace) and
+    each platform criterion with its mixin's health expectations."""
+
+    components: Mapping[str, str] = field(default_factory=dict)
+    platforms: Mapping[str, tuple[PlatformHealth, ...]] = field(default_factory=dict)
+
+
+def cluster_recipe(catalog: Catalog, resolutions: Iterable[Resolution]) -> ClusterRecipe:
+    """The union of `resolutions` (one per node): every component, every platform not `any`."""
+    components: dict[str, str] = {}
+    platforms: dict[str, tuple[PlatformHealth, ...]] = {}
+    for r in resolutions:
+        components.update({c["name"]: c.get("namespace") or "" for c in r.components})
+        if r.criteria.platform != "any":
+            health = [catalog.mixins[m].health for m in r.mixins]
+            platforms[r.criteria.platform] = tuple(h for h in health if h is not None)
+    return ClusterRecipe(components, platforms)
 
 
 def _condition(conditions: list[Any] | None, kind: str) -> Any | None:
@@ -373,7 +410,325 @@ async def dra_support(kube: Kube, check: CheckDef) -> Verdict:
             details,
         )
     total = sum(devices.values())
-    return "pass", f"DeviceClass {device_class}; {total} devices on {len(devices)} nodes", details
+    slices = f"DeviceClass {device_class}; {total} devices on {len(devices)} nodes"
+    return await _dra_claim(kube, check, version, details, slices)
+
+
+# -- workload pods: gang-scheduling, dra-support's claim ------------------------------------
+
+
+def _labels(check: CheckDef) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": "plumb", CHECK_LABEL: check.id}
+
+
+def _bare_pod(
+    name: str,
+    check: CheckDef,
+    labels: dict[str, str],
+    *,
+    gpus: int = 0,
+    claim: str | None = None,
+    scheduler: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A pod of the check (its image and script), requesting `gpus` GPUs or one DRA claim.
+    A failed container's log tail becomes its termination message, so the verdict can quote
+    it without reading logs."""
+    resources: dict[str, Any] = {"limits": {GPU_RESOURCE: str(gpus)}} if gpus else {}
+    if claim:
+        resources["claims"] = [{"name": "gpu"}]
+    container = {
+        "name": "gpu",
+        "image": str(check.parameters.get("image", DEFAULT_IMAGE)),
+        "command": ["sh", "-c", str(check.parameters.get("script", "nvidia-smi -L"))],
+        "resources": resources,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists"}],
+        "containers": [container],
+    }
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if claim:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    meta = {"name": name, "labels": labels, "annotations": annotations or {}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _pending_why(pod: client.V1Pod, scheduler: str) -> str:
+    """Why a pod is not bound: its PodScheduled condition, else that nothing looked at it."""
+    cond = _condition(pod.status.conditions if pod.status else None, "PodScheduled")
+    said = ": ".join(w for w in (cond.reason, cond.message) if w) if cond is not None else ""
+    return said or f"not yet considered by {scheduler}"
+
+
+def _ended_why(pod: client.V1Pod) -> str:
+    for status in (pod.status.container_statuses or ()) if pod.status else ():
+        ended = status.state.terminated if status.state else None
+        if ended is not None:
+            said = (ended.message or "").strip()
+            return f"exit {ended.exit_code}" + (f": {said}" if said else "")
+    return (pod.status.reason or pod.status.phase or "unknown") if pod.status else "unknown"
+
+
+def _delete_workload(kube: Kube, pods: list[str], custom: tuple[str, str, str, str] | None) -> None:
+    """Delete the check's pods, then the object they use (PodGroup, ResourceClaim)."""
+    core = client.CoreV1Api(kube.api)
+    deletes: list[Callable[[], object]] = [
+        lambda n=n: core.delete_namespaced_pod(n, kube.namespace, grace_period_seconds=0)
+        for n in pods
+    ]
+    if custom is not None:
+        group, version, plural, name = custom
+        objects = client.CustomObjectsApi(kube.api)
+        deletes.append(
+            lambda: objects.delete_namespaced_custom_object(
+                group, version, kube.namespace, plural, name
+            )
+        )
+    for delete in deletes:
+        try:
+            delete()
+        except client.ApiException as exc:
+            if exc.status != 404:
+                log.warning("validation object not deleted", extra={"error": str(exc)})
+
+
+# -- gang-scheduling ------------------------------------------------------------------------
+
+
+async def gang_scheduling(kube: Kube, check: CheckDef) -> Verdict:
+    """The recipe's gang scheduler admits a gang: `pods` pods of one PodGroup (minMember =
+    pods), each requesting `gpus_per_pod` GPUs, are all bound to nodes, or the verdict names
+    the pods left pending and the scheduler's reason. Skipped when the recipe deploys no gang
+    scheduler or its PodGroup API is not served."""
+    p = check.parameters
+    scheduler = str(p.get("scheduler", "kai-scheduler"))
+    group, _, version = str(p.get("podgroup_api", "scheduling.run.ai/v2alpha2")).partition("/")
+    if scheduler not in kube.recipe().components:
+        return "skip", f"the recipe deploys no gang scheduler ({scheduler})", {}
+    if version not in await asyncio.to_thread(_served, kube, group):
+        return "skip", f"no PodGroup API ({group}/{version}): {scheduler} is not installed", {}
+    if not kube.leader():
+        return "skip", "another replica holds the Lease and runs validation pods", {}
+    count, gpus = int(p.get("pods", 2)), int(p.get("gpus_per_pod", 1))
+    queue = str(p.get("queue", "default-queue"))
+    ns, group_name = kube.namespace, f"plumb-gang-{uuid.uuid4().hex[:8]}"
+    names = [f"{group_name}-{i}" for i in range(count)]
+    labels = {**_labels(check), str(p.get("queue_label", "kai.scheduler/queue")): queue}
+    podgroup = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": group_name, "labels": labels},
+        "spec": {"minMember": count, "queue": queue},
+    }
+    annotations = {str(p.get("podgroup_annotation", "pod-group-name")): group_name}
+    details = {"namespace": ns, "podgroup": group_name}
+    core, custom = client.CoreV1Api(kube.api), client.CustomObjectsApi(kube.api)
+    try:
+        try:
+            await asyncio.to_thread(
+                custom.create_namespaced_custom_object, group, version, ns, "podgroups", podgroup
+            )
+            for name in names:
+                pod = _bare_pod(
+                    name, check, labels, gpus=gpus, scheduler=scheduler, annotations=annotations
+                )
+                await asyncio.to_thread(core.create_namespaced_pod, ns, pod)
+        except client.ApiException as exc:
+            why = f"cannot create PodGroup {ns}/{group_name} and its pods"
+            return "error", f"{why}: {exc.status} {exc.reason}", details
+        request = f"{GPU_RESOURCE}: {gpus} each"
+        return await _wait_gang(core, ns, names, scheduler, request, check, kube.poll_s, details)
+    finally:
+        custom_ref = (group, version, "podgroups", group_name)
+        await asyncio.shield(asyncio.to_thread(_delete_workload, kube, names, custom_ref))
+        details["cleanup"] = "pods and PodGroup deleted"
+
+
+async def _wait_gang(
+    core: client.CoreV1Api,
+    ns: str,
+    names: list[str],
+    scheduler: str,
+    request: str,
+    check: CheckDef,
+    poll_s: float,
+    details: dict[str, str],
+) -> Verdict:
+    deadline = time.monotonic() + check.timeout_s
+    gang = f"{len(names)} pods of PodGroup {details['podgroup']} ({request})"
+    while True:
+        pods = [await asyncio.to_thread(core.read_namespaced_pod, n, ns) for n in names]
+        bound = {p.metadata.name: p.spec.node_name for p in pods if p.spec.node_name}
+        failed = next((p for p in pods if p.status and p.status.phase == "Failed"), None)
+        if failed is not None:
+            where = bound.get(failed.metadata.name, "its node")
+            why = f"pod {failed.metadata.name} failed on {where}: {_ended_why(failed)}"
+            return "fail", f"{gang} were bound together, but {why}", details
+        if len(bound) == len(names):
+            details.update(bound)
+            nodes = ", ".join(sorted(set(bound.values())))
+            return "pass", f"{scheduler} bound all {gang} together, on {nodes}", details
+        if time.monotonic() >= deadline:
+            pending = [p for p in pods if not p.spec.node_name]
+            for p in pods:
+                details[p.metadata.name] = bound.get(p.metadata.name) or "pending"
+            waits = "; ".join(f"{p.metadata.name} ({_pending_why(p, scheduler)})" for p in pending)
+            if bound:
+                split = ", ".join(f"{n} on {node}" for n, node in sorted(bound.items()))
+                return (
+                    "fail",
+                    f"{scheduler} split the gang: bound {split}; pending {waits}",
+                    details,
+                )
+            return (
+                "fail",
+                f"none of the {gang} was bound within {check.timeout_s:g} s; pending {waits}",
+                details,
+            )
+        await asyncio.sleep(poll_s)
+
+
+# -- platform-health ------------------------------------------------------------------------
+
+
+def _crd_served(kube: Kube, crd: str) -> bool:
+    """Whether discovery lists CRD `crd` (<plural>.<group>) in any served version: what
+    clients see, with no read of CustomResourceDefinitions (no extra RBAC)."""
+    plural, _, group = crd.partition(".")
+    custom = client.CustomObjectsApi(kube.api)
+    for version in _served(kube, group):
+        resources = custom.get_api_resources(group, version).resources or ()
+        if any(r.name == plural for r in resources):
+            return True
+    return False
+
+
+async def platform_health(kube: Kube, check: CheckDef) -> Verdict:
+    """For each platform of the recipe: every Deployment of its operators' releases available
+    and every CRD it names served (the platform mixin's `health`, recipes/mixins/)."""
+    recipe = kube.recipe()
+    if not recipe.platforms:
+        return "skip", "the recipe has no platform (recipes.platform is any)", {}
+    instance = str(check.parameters.get("release_label", "app.kubernetes.io/instance"))
+    apps = client.AppsV1Api(kube.api)
+    details: dict[str, str] = {}
+    bad: list[str] = []
+    for platform, expectations in sorted(recipe.platforms.items()):
+        for health in expectations:
+            for operator in health.operators:
+                ns = recipe.components.get(operator, "")
+                found = await asyncio.to_thread(
+                    apps.list_namespaced_deployment, ns, label_selector=f"{instance}={operator}"
+                )
+                if not found.items:
+                    details[f"{ns}/{operator}"] = "no Deployment"
+                    bad.append(f"{platform}: no Deployment of release {operator} in {ns}")
+                for d in found.items:
+                    key = f"{ns}/{d.metadata.name}"
+                    want = max(1, d.spec.replicas if d.spec.replicas is not None else 1)
+                    have = (d.status.available_replicas or 0) if d.status else 0
+                    details[key] = f"{have}/{want} available"
+                    if have < want:
+                        cond = _condition(d.status.conditions if d.status else None, "Available")
+                        why = f" ({cond.reason}: {cond.message})" if cond and cond.reason else ""
+                        bad.append(f"{platform}: Deployment {key} {have}/{want} available{why}")
+            for crd in health.crds:
+                served = await asyncio.to_thread(_crd_served, kube, crd)
+                details[f"crd/{crd}"] = "served" if served else "not served"
+                if not served:
+                    bad.append(f"{platform}: CRD {crd} is not served")
+    if bad:
+        return "fail", "; ".join(bad), details
+    deployments = sum(1 for k in details if not k.startswith("crd/"))
+    crds = len(details) - deployments
+    platforms = ", ".join(sorted(recipe.platforms))
+    return "pass", f"{platforms}: {deployments} Deployments available, {crds} CRDs served", details
+
+
+# -- dra-support: a claim and a pod using it ------------------------------------------------
+
+
+def _device_request(version: str, device_class: str) -> dict[str, Any]:
+    """One device of `device_class`: v1beta1 puts the class on the request, later versions
+    under `exactly`."""
+    one = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}
+    return {"name": "gpu", **one} if version == "v1beta1" else {"name": "gpu", "exactly": one}
+
+
+async def _dra_claim(
+    kube: Kube, check: CheckDef, version: str, details: dict[str, str], slices: str
+) -> Verdict:
+    """A ResourceClaim for one device of the GPU DeviceClass is allocated and a pod using it
+    runs and sees exactly one GPU (its script's exit status); both deleted after."""
+    device_class = str(check.parameters.get("device_class", "gpu.nvidia.com"))
+    if not kube.leader():
+        return "pass", f"{slices}; the claim and pod test runs on the Lease holder", details
+    ns, name = kube.namespace, f"plumb-dra-{uuid.uuid4().hex[:8]}"
+    labels = _labels(check)
+    claim = {
+        "apiVersion": f"{DRA_GROUP}/{version}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"devices": {"requests": [_device_request(version, device_class)]}},
+    }
+    details.update(claim=f"{ns}/{name}")
+    core, custom = client.CoreV1Api(kube.api), client.CustomObjectsApi(kube.api)
+    try:
+        try:
+            await asyncio.to_thread(
+                custom.create_namespaced_custom_object, DRA_GROUP, version, ns,
+                "resourceclaims", claim,
+            )  # fmt: skip
+            pod = _bare_pod(name, check, labels, claim=name)
+            await asyncio.to_thread(core.create_namespaced_pod, ns, pod)
+        except client.ApiException as exc:
+            why = f"cannot create ResourceClaim {ns}/{name} and its pod"
+            return "error", f"{why}: {exc.status} {exc.reason}", details
+        deadline = time.monotonic() + check.timeout_s
+        what = f"ResourceClaim {name} for one {device_class} device"
+        while True:
+            got = await asyncio.to_thread(
+                custom.get_namespaced_custom_object, DRA_GROUP, version, ns,
+                "resourceclaims", name,
+            )  # fmt: skip
+            allocation = (got.get("status") or {}).get("allocation")
+            results = ((allocation or {}).get("devices") or {}).get("results") or ()
+            devices = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
+            if devices:
+                details["allocated"] = devices
+            pod = await asyncio.to_thread(core.read_namespaced_pod, name, ns)
+            node = pod.spec.node_name or "no node"
+            phase = pod.status.phase if pod.status else None
+            if phase == "Succeeded":
+                done = f"{what} was allocated ({devices}) and its pod on {node} saw one GPU"
+                return "pass", f"{slices}; {done}", details
+            if phase == "Failed":
+                why = f"its pod on {node} did not see exactly one GPU: {_ended_why(pod)}"
+                return (
+                    "fail",
+                    f"{what} was allocated ({devices or 'no device'}), but {why}",
+                    details,
+                )
+            if time.monotonic() >= deadline:
+                if allocation is None:
+                    waits = _pending_why(pod, "the scheduler")
+                    return (
+                        "fail",
+                        f"{what} was not allocated within {check.timeout_s:g} s: {waits}",
+                        details,
+                    )
+                why = f"its pod on {node} did not finish within {check.timeout_s:g} s ({phase})"
+                return "fail", f"{what} was allocated ({devices}), but {why}", details
+            await asyncio.sleep(kube.poll_s)
+    finally:
+        custom_ref = (DRA_GROUP, version, "resourceclaims", name)
+        await asyncio.shield(asyncio.to_thread(_delete_workload, kube, [name], custom_ref))
+        details["cleanup"] = "pod and ResourceClaim deleted"
 
 
 KUBERNETES: dict[str, Callable[[Kube, CheckDef], Awaitable[Verdict]]] = {
@@ -383,6 +738,8 @@ KUBERNETES: dict[str, Callable[[Kube, CheckDef], Awaitable[Verdict]]] = {
     "secure-accelerator-access": secure_accelerator_access,
     "gpu-operator-health": gpu_operator_health,
     "dra-support": dra_support,
+    "gang-scheduling": gang_scheduling,
+    "platform-health": platform_health,
 }
 
 

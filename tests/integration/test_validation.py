@@ -92,6 +92,8 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
         "secure-accelerator-access",
         "gpu-operator-health",
         "dra-support",
+        "gang-scheduling",
+        "platform-health",
         "ai-service-metrics",
     }
     assert {results[("(cluster)", c)]["status"] for c in kube} == {"skip"}

@@ -56,6 +56,16 @@ ALLOWED = [
     ("delete", "services", "", "plumb"),
     ("create", "secrets", "", "plumb"),
     ("delete", "secrets", "", "plumb"),
+    # gang-scheduling's pods and PodGroup, dra-support's pod and ResourceClaim, in the
+    # validation namespace (the release namespace by default).
+    ("create", "pods", "", "plumb"),
+    ("get", "pods", "", "plumb"),
+    ("delete", "pods", "", "plumb"),
+    ("create", "podgroups", "scheduling.run.ai", "plumb"),
+    ("delete", "podgroups", "scheduling.run.ai", "plumb"),
+    ("create", "resourceclaims", "resource.k8s.io", "plumb"),
+    ("get", "resourceclaims", "resource.k8s.io", "plumb"),
+    ("delete", "resourceclaims", "resource.k8s.io", "plumb"),
 ]
 DENIED = [
     # Node labels and conditions only with aggregator.nodeWrites, off by default (the chart's
@@ -69,13 +79,16 @@ DENIED = [
     ("delete", "nodes", "", None),
     ("update", "nodes", "", None),
     ("create", "nodes", "", None),
-    ("delete", "pods", "", "plumb"),
-    ("create", "pods", "", "plumb"),
+    ("delete", "pods", "", "gpu-workloads"),
+    ("create", "pods", "", "default"),
+    ("patch", "pods", "", "plumb"),
     ("create", "leases", "coordination.k8s.io", "kube-system"),
     ("create", "jobs", "batch", "default"),
     ("get", "configmaps", "", "kube-system"),
     ("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
-    ("create", "resourceclaims", "resource.k8s.io", "plumb"),
+    ("create", "resourceclaims", "resource.k8s.io", "default"),
+    ("create", "podgroups", "scheduling.run.ai", "default"),
+    ("list", "resourceclaims", "resource.k8s.io", None),
 ]
 
 

@@ -9,12 +9,19 @@ import uuid
 import pytest
 from kubernetes import client
 
-from plumb.aggregator.recipes import load_catalog
-from plumb.aggregator.validation.kubernetes import Kube, run_check
+from plumb.aggregator.recipes import load_catalog, resolve
+from plumb.aggregator.recipes.criteria import Criteria
+from plumb.aggregator.validation.kubernetes import Kube, cluster_recipe, run_check
 
 from .conftest import until
 
-CHECKS = load_catalog().checks.by_id
+
+def _condition(conditions, kind: str):
+    return next((c for c in conditions or () if c.type == kind), None)
+
+
+CATALOG = load_catalog()
+CHECKS = CATALOG.checks.by_id
 NS = "plumb-validation"
 
 
@@ -273,3 +280,100 @@ def test_dra_support_skips_where_the_server_has_no_dra_api(kube):
         "skip",
         "the server does not serve resource.k8s.io (DRA needs Kubernetes 1.32+, GA in 1.34)",
     )
+
+
+def recipe_kube(api: client.ApiClient, **criteria: str) -> Kube:
+    """A Kube whose cluster recipe is the catalog's for `criteria` (one node's worth)."""
+    recipe = cluster_recipe(CATALOG, [resolve(CATALOG, Criteria(**criteria))])
+    return Kube(api, NS, poll_s=0.1, recipe=lambda: recipe)
+
+
+def test_gang_scheduling_skips_where_the_server_has_no_podgroup_api(api, kube):
+    status, message, _ = asyncio.run(run_check(recipe_kube(api), check("gang-scheduling")))
+    assert (status, message) == (
+        "skip",
+        "no PodGroup API (scheduling.run.ai/v2alpha2): kai-scheduler is not installed",
+    )
+    assert not client.CoreV1Api(api).list_namespaced_pod(NS, label_selector="plumb.dev/check").items
+
+
+def test_platform_health_skips_a_recipe_without_platform(api, kube):
+    status, message, _ = asyncio.run(run_check(recipe_kube(api), check("platform-health")))
+    assert (status, message) == ("skip", "the recipe has no platform (recipes.platform is any)")
+
+
+def test_platform_health_follows_the_trainer_deployment_to_available(api, kube, make_node):
+    """The real controllers make the Deployment's pod and the scheduler binds it; the test
+    plays the kubelet. CRDs stay unserved here (this apiserver cannot serve them)."""
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    ns = "kubeflow"  # the kubeflow-trainer component's namespace (recipes/registry.yaml)
+    selector = {"plumb-test/trainer": uuid.uuid4().hex[:8]}
+    make_node("val-trainer-node", selector)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    labels = {"app": "trainer"}
+    apps.create_namespaced_deployment(
+        ns,
+        client.V1Deployment(
+            metadata=client.V1ObjectMeta(
+                name="kubeflow-trainer-controller-manager",
+                labels={"app.kubernetes.io/instance": "kubeflow-trainer"},
+            ),
+            spec=client.V1DeploymentSpec(
+                replicas=1,
+                selector=client.V1LabelSelector(match_labels=labels),
+                template=client.V1PodTemplateSpec(
+                    metadata=client.V1ObjectMeta(labels=labels),
+                    spec=client.V1PodSpec(
+                        node_selector=selector,
+                        containers=[client.V1Container(name="manager", image="trainer")],
+                    ),
+                ),
+            ),
+        ),
+    )
+    kubeflow = recipe_kube(api, platform="kubeflow")
+    crds = (
+        "kubeflow: CRD trainjobs.trainer.kubeflow.org is not served;"
+        " kubeflow: CRD trainingruntimes.trainer.kubeflow.org is not served;"
+        " kubeflow: CRD clustertrainingruntimes.trainer.kubeflow.org is not served"
+    )
+    try:
+        pod = until(
+            lambda: [p for p in core.list_namespaced_pod(ns).items if p.spec.node_name][0],
+            timeout=30,
+            what="the Deployment's pod bound",
+        )
+        until(
+            lambda: _condition(
+                apps.read_namespaced_deployment_status(
+                    "kubeflow-trainer-controller-manager", ns
+                ).status.conditions,
+                "Available",
+            ),
+            what="the Deployment's Available condition",
+        )
+        status, message, details = asyncio.run(run_check(kubeflow, check("platform-health")))
+        assert status == "fail"
+        assert message == (
+            "kubeflow: Deployment kubeflow/kubeflow-trainer-controller-manager 0/1 available"
+            " (MinimumReplicasUnavailable: Deployment does not have minimum availability.); " + crds
+        )
+        ready = [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]
+        core.patch_namespaced_pod_status(
+            pod.metadata.name, ns, {"status": {"phase": "Running", "conditions": ready}}
+        )
+        until(
+            lambda: (
+                apps.read_namespaced_deployment_status(
+                    "kubeflow-trainer-controller-manager", ns
+                ).status.available_replicas
+                == 1
+            ),
+            timeout=30,
+            what="the Deployment available",
+        )
+        status, message, details = asyncio.run(run_check(kubeflow, check("platform-health")))
+        assert (status, message) == ("fail", crds)
+        assert details["kubeflow/kubeflow-trainer-controller-manager"] == "1/1 available"
+    finally:
+        core.delete_namespace(ns)

@@ -278,7 +278,16 @@ def test_aggregator_rbac_is_least_privilege(render, find_object):
     jobs = roles["plumb-aggregator-validation"]
     assert jobs["metadata"]["namespace"] == "plumb-validation"
     assert jobs["rules"][0]["resources"] == ["jobs"]
-    assert {"resources": ["pods"], "verbs": ["list"], "apiGroups": [""]} in jobs["rules"]
+    # Bare pods (gang-scheduling, dra-support), their PodGroup and ResourceClaim: in the
+    # validation namespace only, never patched or listed elsewhere.
+    pods = {"resources": ["pods"], "verbs": ["list", "get", "create", "delete"], "apiGroups": [""]}
+    assert pods in jobs["rules"]
+    for group, resource in (
+        ("scheduling.run.ai", "podgroups"),
+        ("resource.k8s.io", "resourceclaims"),
+    ):
+        rule = {"apiGroups": [group], "resources": [resource], "verbs": ["get", "create", "delete"]}
+        assert rule in jobs["rules"]
     agents = roles["plumb-aggregator-agents"]
     assert agents["metadata"]["namespace"] == "plumb"
     assert agents["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]

@@ -180,3 +180,19 @@ def test_a_knowledge_case_that_cites_its_row_takes_no_source_of_its_own(recipes)
     )
     message = load_error(recipes)
     assert "knowledge.cases.branch_past_eol: Value error, source:" in message
+
+
+def test_a_platform_health_operator_must_be_one_of_the_mixins_components(recipes):
+    edit(recipes / "mixins" / "platform-nim.yaml", "operators: [k8s-nim-operator]",
+         "operators: [kubeflow-trainer]")  # fmt: skip
+    message = load_error(recipes)
+    assert "platform-nim.yaml" in message
+    assert "mixins/platform-nim.yaml:17: health.operators[0]:" in message
+    assert "operator 'kubeflow-trainer' is not one of this mixin's components" in message
+
+
+def test_every_platform_mixin_says_what_its_health_check_wants(catalog):
+    platforms = {"kubeflow", "dynamo", "nim", "slurm"}
+    for platform in platforms:
+        health = catalog.mixins[f"platform-{platform}"].health
+        assert health is not None and health.operators and health.crds, platform
