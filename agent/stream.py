@@ -8,7 +8,7 @@ Connections are retried forever: once the aggregator accepts TCP again, after a 
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
 answers Hello with RESOURCE_EXHAUSTED and a retry hint is busy, not failing: the agent waits
-out the hint (plus jitter) and tries again without widening its window.
+out the hint (plus a little jitter) and tries again without widening its window.
 """
 
 from __future__ import annotations
@@ -320,8 +320,11 @@ def reconnect_delay(
 
 def pushback_delay(retry_after_s: float, rng: random.Random | None = None) -> float:
     """The delay before the next Hello after the aggregator asked for `retry_after_s`: at
-    least that, spread over as long again so refused agents do not return together."""
-    return retry_after_s * (1 + (rng or random).random())
+    least that, plus up to a second and a quarter of the hint, so agents given the same
+    hint do not return together. Short on purpose: the aggregator already spreads refused
+    agents by giving each a later hint than the last (aggregator/ingest/syncing.py), and
+    doubling the hint would leave it idle while the tail waits."""
+    return retry_after_s + (rng or random).uniform(0, 1.0 + retry_after_s / 4)
 
 
 def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
