@@ -8,7 +8,8 @@ Connections are retried forever: once the aggregator accepts TCP again, after a 
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
 answers Hello with RESOURCE_EXHAUSTED and a retry hint is busy, not failing: the agent waits
-out the hint (plus a little jitter) and tries again without widening its window.
+out the hint (plus a little jitter) and tries again without widening its window; so does
+one that answers UNAVAILABLE with a hint while it is still starting.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from plumb.v1 import agent_pb2, agent_pb2_grpc
 log = logging.getLogger(__name__)
 
 CAPABILITIES = ("facts.delta.v1", "checks.v1")
-# Trailing metadata of a RESOURCE_EXHAUSTED: whole seconds to wait before the next Hello
-# (plumb/v1/agent.proto, Connect; the aggregator's aggregator/ingest/limits.py sets it).
+# Trailing metadata of a RESOURCE_EXHAUSTED or UNAVAILABLE: whole seconds to wait before the
+# next Hello (plumb/v1/agent.proto, Connect; aggregator/ingest/syncing.py and port.py set it).
 RETRY_AFTER_KEY = "plumb-retry-after-s"
 # RunChecks requests queued behind the one running; more are answered `error` at once.
 _MAX_PENDING_CHECK_REQUESTS = 8
@@ -328,8 +329,9 @@ def pushback_delay(retry_after_s: float, rng: random.Random | None = None) -> fl
 
 
 def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
-    """The aggregator's retry hint on a RESOURCE_EXHAUSTED, if it gave one."""
-    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+    """The aggregator's retry hint on a RESOURCE_EXHAUSTED (busy) or an UNAVAILABLE (still
+    starting), if it gave one."""
+    if exc.code() not in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
         return None
     for key, value in exc.trailing_metadata() or ():
         if key == RETRY_AFTER_KEY:

@@ -58,6 +58,10 @@ class IngestSettings(BaseModel):
     # How long a stream admitted now should take to sync: a fifth of the agent's 10 s
     # Welcome timeout, so an admitted agent is answered long before it gives up.
     sync_target_s: float = Field(2.0, gt=0)
+    # A stream that arrives while the aggregator is still loading its stored nodes (the port
+    # opens first, ingest/port.py) waits this long, half the agent's 10 s Welcome timeout,
+    # then is refused UNAVAILABLE with a short retry hint.
+    start_hold_s: float = Field(5.0, gt=0)
 
     @model_validator(mode="after")
     def _syncing_bounds(self) -> IngestSettings:
@@ -385,7 +389,7 @@ class AggregatorSettings(BaseSettings):
     # and listens on every address) or, on a trusted lab network, insecure_agents.
     grpc_listen: str = "127.0.0.1:7443"
     # Accept unauthenticated agents (auth.mode none) on a non-loopback grpc_listen; without it
-    # `plumb serve` refuses to start there (aggregator/ingest/auth.py check_exposure).
+    # `plumb serve` refuses to start there (aggregator/ingest/port.py check_exposure).
     insecure_agents: bool = False
     http_listen: str = "0.0.0.0:8080"
     # HTTP request bodies over this get 413 before they are read; the API's largest body
