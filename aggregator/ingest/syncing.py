@@ -28,6 +28,9 @@ __all__ = ["Busy", "Syncing"]
 
 # Rates older than this say nothing of the loop now: an hour-old sync rate must not size a storm.
 RATE_WINDOW_S = 10.0
+# A rate is measured over at least this long: two syncs a millisecond apart are no evidence
+# of a thousand a second, and would open the cap to a flood.
+MIN_RATE_SPAN_S = 1.0
 # The longest hint: an agent refused is never told to stay away longer than this.
 MAX_HINT_S = 30
 
@@ -94,7 +97,7 @@ class Syncing:
             self._finished.popleft()
         if len(self._finished) < 2 or now <= self._finished[0]:
             return None
-        return len(self._finished) / (now - self._finished[0])
+        return len(self._finished) / max(now - self._finished[0], MIN_RATE_SPAN_S)
 
     def _place_in_line(self) -> int:
         """Seconds until this refused agent's turn: one sync's time after the turn of the

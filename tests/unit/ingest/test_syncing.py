@@ -122,3 +122,10 @@ def test_syncs_older_than_the_rate_window_do_not_size_a_storm():
 def test_settings_refuse_a_floor_above_the_ceiling():
     with pytest.raises(ValidationError, match="min_syncing_streams must not exceed"):
         IngestSettings(min_syncing_streams=10, max_syncing_streams=5)
+
+
+def test_a_burst_of_syncs_counts_as_spread_over_a_second_at_least():
+    clock = Clock()
+    syncing = Syncing(2, 1000, 2.0, clock)
+    _finish(syncing, clock, 10, 0.001)  # 10 in 9 ms: taken as 10 a second, not 1,100
+    assert syncing.limit() == 20
