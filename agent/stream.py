@@ -8,7 +8,8 @@ Connections are retried forever: once the aggregator accepts TCP again, after a 
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
 answers Hello with RESOURCE_EXHAUSTED and a retry hint is busy, not failing: the agent waits
-out the hint (plus jitter) and tries again without widening its window.
+out the hint (plus a little jitter) and tries again without widening its window; so does
+one that answers UNAVAILABLE with a hint while it is still starting.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from plumb.v1 import agent_pb2, agent_pb2_grpc
 log = logging.getLogger(__name__)
 
 CAPABILITIES = ("facts.delta.v1", "checks.v1")
-# Trailing metadata of a RESOURCE_EXHAUSTED: whole seconds to wait before the next Hello
-# (plumb/v1/agent.proto, Connect; the aggregator's aggregator/ingest/limits.py sets it).
+# Trailing metadata of a RESOURCE_EXHAUSTED or UNAVAILABLE: whole seconds to wait before the
+# next Hello (plumb/v1/agent.proto, Connect; aggregator/ingest/syncing.py and port.py set it).
 RETRY_AFTER_KEY = "plumb-retry-after-s"
 # RunChecks requests queued behind the one running; more are answered `error` at once.
 _MAX_PENDING_CHECK_REQUESTS = 8
@@ -320,13 +321,17 @@ def reconnect_delay(
 
 def pushback_delay(retry_after_s: float, rng: random.Random | None = None) -> float:
     """The delay before the next Hello after the aggregator asked for `retry_after_s`: at
-    least that, spread over as long again so refused agents do not return together."""
-    return retry_after_s * (1 + (rng or random).random())
+    least that, plus up to a second and a quarter of the hint, so agents given the same
+    hint do not return together. Short on purpose: the aggregator already spreads refused
+    agents by giving each a later hint than the last (aggregator/ingest/syncing.py), and
+    doubling the hint would leave it idle while the tail waits."""
+    return retry_after_s + (rng or random).uniform(0, 1.0 + retry_after_s / 4)
 
 
 def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
-    """The aggregator's retry hint on a RESOURCE_EXHAUSTED, if it gave one."""
-    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+    """The aggregator's retry hint on a RESOURCE_EXHAUSTED (busy) or an UNAVAILABLE (still
+    starting), if it gave one."""
+    if exc.code() not in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
         return None
     for key, value in exc.trailing_metadata() or ():
         if key == RETRY_AFTER_KEY:

@@ -16,7 +16,6 @@ import signal
 from dataclasses import dataclass
 from datetime import timedelta
 
-import grpc
 import uvicorn
 from kubernetes.client import ApiClient
 from sqlalchemy.engine import make_url
@@ -29,7 +28,8 @@ from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import InvalidInput, Unavailable
 from plumb.aggregator.fleet_baselines import FleetBaselines
 from plumb.aggregator.gates import Gates, ValidatedStacks
-from plumb.aggregator.ingest.auth import build_authenticator, check_exposure
+from plumb.aggregator.ingest.auth import build_authenticator
+from plumb.aggregator.ingest.port import Port
 from plumb.aggregator.ingest.servicer import Ingest
 from plumb.aggregator.ingest.streams import Streams
 from plumb.aggregator.intake.intake import Intake
@@ -52,7 +52,7 @@ from plumb.aggregator.metrics.gates import GateCollector
 from plumb.aggregator.metrics.nodes import NodeSeries
 from plumb.aggregator.metrics.sensors import SensorSeries
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
-from plumb.aggregator.settings import AggregatorSettings, TlsSettings
+from plumb.aggregator.settings import AggregatorSettings
 from plumb.aggregator.state.live import LiveState, NodeState, utcnow
 from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Store, StoreError, Writer
@@ -61,7 +61,6 @@ from plumb.aggregator.validation import ValidationRun, Validator
 from plumb.aggregator.validation.kubernetes import Kube, cluster_recipe
 from plumb.aggregator.validation.prometheus import Prometheus
 from plumb.aggregator.validation.schedule import Scheduler, busiest_gpu
-from plumb.v1 import agent_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -352,69 +351,37 @@ def split_listen(addr: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def _grpc_credentials(tls: TlsSettings) -> grpc.ServerCredentials | None:
-    """Server credentials from the configured certificate and key; None without TLS."""
-    if tls.cert_file is None or tls.key_file is None:
-        return None
-    try:
-        pair = (tls.key_file.read_bytes(), tls.cert_file.read_bytes())
-    except OSError as exc:
-        raise Unavailable(
-            f"cannot read the TLS certificate or key: {exc}",
-            hint="check PLUMB_TLS__CERT_FILE and PLUMB_TLS__KEY_FILE (PEM files)",
-        ) from exc
-    return grpc.ssl_server_credentials([pair])
-
-
-async def serve(settings: AggregatorSettings) -> None:
+async def serve(settings: AggregatorSettings, port: Port) -> None:
     """Run until SIGTERM or SIGINT, then close streams, flush writes and stop.
 
-    The ports open as soon as the stored nodes are loaded; their evaluation follows in the
-    background (`Process.restore`), and /readyz reports `restored: false` until it is done.
+    `port` is the agents' port, opened before this module was imported (ingest/port.py): its
+    gate holds the streams that arrive until the stored nodes are loaded and ingest is built
+    here. Their evaluation follows in the background (`Process.restore`), and /readyz
+    reports `restored: false` until it is done.
     """
-    check_exposure(settings.auth.mode, settings.grpc_listen, settings.insecure_agents)
-    p = await open_process(settings)
-    # Credentials first: a bad tokens file or certificate stops start-up before anything runs.
-    app = create_app(p.core)
-    credentials = _grpc_credentials(settings.tls)
+    server = port.server
+    try:
+        p = await open_process(settings)
+        # A bad tokens file stops start-up before anything is served.
+        app = create_app(p.core)
+    except BaseException:
+        await server.stop(0)
+        raise
     writer_task = asyncio.create_task(p.writer.run(), name="store-writer")
     tail_task = asyncio.create_task(p.replicas.run(), name="replica-tail")
     expire_task = asyncio.create_task(p.expire_nodes(), name="node-expiry")
     prune_task = asyncio.create_task(p.retention.run(p.restored), name="retention")
     schedule_task = asyncio.create_task(p.scheduler.run(p.restored), name="validation-schedule")
-
-    server = grpc.aio.server(
-        options=[
-            # Ingest enforces max_message_bytes with a clear status and a log line; the
-            # transport's own, silent limit only stops what is far beyond it.
-            ("grpc.max_receive_message_length", 4 * settings.ingest.max_message_bytes),
-            ("grpc.max_send_message_length", settings.ingest.max_message_bytes),
-            # gRPC shares a port between processes by default: a second `plumb serve` on the
-            # same address would silently take half the agents instead of failing.
-            ("grpc.so_reuseport", 0),
-        ]
-    )
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(p.ingest, server)
-    try:
-        if credentials is None:
-            server.add_insecure_port(settings.grpc_listen)
-        else:
-            server.add_secure_port(settings.grpc_listen, credentials)
-    except RuntimeError as exc:
-        raise Unavailable(
-            f"cannot listen for agents on {settings.grpc_listen}",
-            hint="is another `plumb serve` running? pick a free --grpc-listen address",
-        ) from exc
-    await server.start()
+    port.ready.set_result(p.ingest)  # held streams go on to Hello and Welcome from here
     # Nodes, components and the Lease (aggregator/k8s/cluster.py); None for the demo.
     cluster_task = asyncio.create_task(p.cluster.run(), name="kubernetes") if p.cluster else None
 
-    host, port = split_listen(settings.http_listen)
+    http_host, http_port = split_listen(settings.http_listen)
     http = _EmbeddedUvicorn(
         uvicorn.Config(
             app,
-            host=host,
-            port=port,
+            host=http_host,
+            port=http_port,
             log_config=None,
             access_log=False,
             # The app applies X-Forwarded-* from api.trusted_proxies itself (api/access.py

@@ -44,11 +44,34 @@ class IngestSettings(BaseModel):
     # (RESOURCE_EXHAUSTED, counted) instead of growing memory and the database unbounded.
     max_new_nodes_per_minute: int = Field(10_000, ge=1)
     # Streams between Hello and their first FullFacts applied (the costly part of a connect:
-    # parsing, hashing, evaluating ~300 facts) at once. Past it a Hello is answered at once
-    # with RESOURCE_EXHAUSTED and a retry hint the agent waits out, instead of every Hello
-    # queueing on a saturated loop until agents time out waiting for Welcome. 256 is a
-    # quarter of a second of arrivals at 1,000 agents/s, about a second of one core's work.
-    max_syncing_streams: int = Field(256, ge=1)
+    # parsing, hashing, evaluating ~300 facts) at once (ingest/syncing.py). Past the cap a
+    # Hello is answered at once with RESOURCE_EXHAUSTED and a retry hint the agent waits out,
+    # instead of every Hello queueing on a saturated loop until agents time out waiting for
+    # Welcome. The cap is as many streams as finished in sync_target_s at the rate they
+    # lately finished, within these bounds. 32, also the cap until a rate is known: a fixed
+    # 256 let a loaded core (20 ms a sync, half a core) queue 10 s of work, and agents timed
+    # out waiting for Welcome; the measured rate raises it within a second of syncs.
+    min_syncing_streams: int = Field(32, ge=1)
+    # A fixed 256 throttled a 10,000-agent cold start whose agents were slow to send their
+    # facts (Little's law: 256 in flight at 1 s each is 256 syncs a second at most); 4,096
+    # lets the measured rate decide while bounding the streams held half-open.
+    max_syncing_streams: int = Field(4096, ge=1)
+    # How long a stream admitted now should take to sync: a fifth of the agent's 10 s
+    # Welcome timeout, so an admitted agent is answered long before it gives up.
+    sync_target_s: float = Field(2.0, gt=0)
+    # A stream that arrives while the aggregator is still loading its stored nodes (the port
+    # opens first, ingest/port.py) waits this long, half the agent's 10 s Welcome timeout,
+    # then is refused UNAVAILABLE with a short retry hint.
+    start_hold_s: float = Field(5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _syncing_bounds(self) -> IngestSettings:
+        if self.min_syncing_streams > self.max_syncing_streams:
+            raise ValueError(
+                "ingest: min_syncing_streams must not exceed max_syncing_streams "
+                f"({self.min_syncing_streams} > {self.max_syncing_streams})"
+            )
+        return self
 
 
 class ScheduledPhase(BaseModel):
@@ -367,7 +390,7 @@ class AggregatorSettings(BaseSettings):
     # and listens on every address) or, on a trusted lab network, insecure_agents.
     grpc_listen: str = "127.0.0.1:7443"
     # Accept unauthenticated agents (auth.mode none) on a non-loopback grpc_listen; without it
-    # `plumb serve` refuses to start there (aggregator/ingest/auth.py check_exposure).
+    # `plumb serve` refuses to start there (aggregator/ingest/port.py check_exposure).
     insecure_agents: bool = False
     http_listen: str = "0.0.0.0:8080"
     # HTTP request bodies over this get 413 before they are read; the API's largest body

@@ -134,6 +134,7 @@ def _clients():
 
         sent_bytes = 0
         errors: collections.Counter = collections.Counter()  # every client of the process
+        error_details: collections.Counter = collections.Counter()
         attempts = 0
         welcomed_at = 0.0
         ack_s: list[float] | None = None
@@ -149,10 +150,15 @@ def _clients():
 
         async def _session(self, channel, stop):
             self.attempts += 1
+            opened = self.connections
             try:
                 await super()._session(channel, stop)
             except grpc.aio.AioRpcError as exc:
                 CountingClient.errors[exc.code().name] += 1
+                # Where it ended (before or after Welcome) and what gRPC said: the cause.
+                when = "after_welcome" if self.connections > opened else "before_welcome"
+                detail = f"{exc.code().name} {when}: {(exc.details() or '')[:70]}"
+                CountingClient.error_details[detail] += 1
                 raise
             except TimeoutError:  # the only timed wait of a session: Hello -> Welcome
                 CountingClient.errors["welcome_timeout"] += 1
@@ -293,6 +299,7 @@ class Fleet:
         self.marked = [0] * len(self.clients)
         self.marked_attempts = 0
         self.marked_errors: collections.Counter = collections.Counter()
+        self.marked_details: collections.Counter = collections.Counter()
         self.ramp: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -346,6 +353,7 @@ class Fleet:
             "changes": self.changes,
             "attempts": sum(c.attempts for c in self.clients),
             "errors": dict(self.counting.errors),
+            "error_details": dict(self.counting.error_details),
         }
 
     def since_mark(self) -> dict:
@@ -358,6 +366,7 @@ class Fleet:
                 if c.connections > m
             ],
             "errors": dict(self.counting.errors - self.marked_errors),
+            "error_details": dict(self.counting.error_details - self.marked_details),
         }
 
     def stragglers(self, limit: int = 5) -> list[dict]:
@@ -374,6 +383,7 @@ class Fleet:
         self.marked = [c.connections for c in self.clients]
         self.marked_attempts = sum(c.attempts for c in self.clients)
         self.marked_errors = collections.Counter(self.counting.errors)
+        self.marked_details = collections.Counter(self.counting.error_details)
 
     async def close(self) -> None:
         self.stop.set()
@@ -886,6 +896,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "connected": done["connected"],
         "agent_errors": errors,
         "agent_errors_total": sum(errors.values()),
+        "agent_error_details": _summed(s["error_details"] for s in statuses),
         "hellos": sum(s["attempts"] for s in statuses),
         "aggregator_cpu_s": round(cpu1 - cpu0, 1),
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
@@ -962,6 +973,7 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         # Every agent loses its stream to the kill once (UNAVAILABLE, or its write failing:
         # INTERNAL); anything beyond one per agent is the restart's.
         "agent_errors_since_kill": _summed(s["errors"] for s in since),
+        "agent_error_details_since_kill": _summed(s["error_details"] for s in since),
         "welcome_after_restart_s": {
             q: round(welcome_s[min(len(welcome_s) - 1, int(len(welcome_s) * f))], 2)
             for q, f in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))

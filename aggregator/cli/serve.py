@@ -41,7 +41,7 @@ def serve(
 
     from pydantic import ValidationError
 
-    from plumb.aggregator.process import serve as run_server
+    from plumb.aggregator.ingest.port import listen  # gRPC and the protos only
     from plumb.aggregator.settings import AggregatorSettings
     from plumb.logs import configure_logging
 
@@ -62,8 +62,17 @@ def serve(
         err.print(f"plumb serve: invalid settings:\n{exc}")
         raise typer.Exit(2) from exc
     configure_logging(settings.log_level, settings.log_format)
+
+    async def run() -> None:
+        # The agents' port opens before the rest of the aggregator is imported and its state
+        # loaded; streams arriving meanwhile are held (aggregator/ingest/port.py).
+        port = await listen(settings)
+        from plumb.aggregator.process import serve as run_server
+
+        await run_server(settings, port)
+
     try:
-        asyncio.run(run_server(settings))
+        asyncio.run(run())
     except PlumbError as exc:
         err.print(f"plumb serve: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
         raise typer.Exit(EXIT_CODES[exc.code]) from exc

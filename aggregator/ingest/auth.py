@@ -15,19 +15,18 @@ to PERMISSION_DENIED and UNAVAILABLE and counts them.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 from typing import Protocol
 
 from kubernetes import client
 
-from plumb.aggregator.errors import Forbidden, InvalidInput
+from plumb.aggregator.errors import Forbidden
 from plumb.aggregator.k8s import AgentWorkload, api_client, verify_agent
 from plumb.aggregator.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Authenticator", "build_authenticator", "check_exposure"]
+__all__ = ["Authenticator", "build_authenticator"]
 
 
 class Authenticator(Protocol):
@@ -60,34 +59,6 @@ class KubernetesTokens:
 
     async def check(self, node: str, token: str | None) -> None:
         await verify_agent(self._api, token or "", node, self._agent, audience=self._audience)
-
-
-def check_exposure(mode: str, grpc_listen: str, insecure_agents: bool) -> None:
-    """Refuse to serve unauthenticated agents beyond loopback unless explicitly allowed.
-
-    With mode `none` any peer that reaches the port may report for any node, so a
-    non-loopback `grpc_listen` needs `insecure_agents`; raises InvalidInput with a hint.
-    """
-    if mode != "none" or insecure_agents or _loopback(grpc_listen):
-        return
-    raise InvalidInput(
-        f"agents are not authenticated (auth mode none) and --grpc-listen {grpc_listen} is "
-        "not a loopback address: any host that reaches it could report for any node",
-        hint="listen on 127.0.0.1, set PLUMB_AUTH__MODE=token (or kubernetes), or pass "
-        "--insecure-agents on a trusted network",
-    )
-
-
-def _loopback(listen: str) -> bool:
-    if listen.startswith("unix:"):
-        return True  # a socket file: only this host's processes reach it
-    host = listen.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # "" (every address), or a host name, which may resolve anywhere
 
 
 def build_authenticator(settings: AuthSettings) -> Authenticator:

@@ -8,9 +8,9 @@ never goes backwards. Each refusal is a `Refused` with a `reason` for
 INVALID_ARGUMENT and stores nothing of the message. `NewNodeNames` caps how fast names never
 seen before may appear (one Hello per stream already caps names per stream): over it, a
 RateLimited that ingest answers with RESOURCE_EXHAUSTED, counted as `new_node_rate`.
-`Syncing` caps how many streams may be between Hello and their first facts at once (a cold
-start or a storm): over it, a RateLimited answered the same way, counted as `busy`. Both
-carry a retry hint (`RETRY_AFTER_KEY` in the trailing metadata) the agent waits out.
+`syncing.Syncing` caps how many streams may be between Hello and their first facts at once
+(a cold start or a storm): over it, a RateLimited answered the same way, counted as `busy`.
+Both carry a retry hint (`RETRY_AFTER_KEY` in the trailing metadata) the agent waits out.
 
 A FactStatus this aggregator does not know (proto3 enums are open) is refused too, naming the
 field: reading it as "not collected" would silently drop a fact a newer agent meant to send.
@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections import deque
 from collections.abc import Callable
 
 from plumb import facts as wire
@@ -33,10 +32,8 @@ from plumb.v1 import agent_pb2, facts_pb2
 
 __all__ = [
     "RETRY_AFTER_KEY",
-    "Busy",
     "NewNodeNames",
     "Refused",
-    "Syncing",
     "check_delta",
     "check_full",
     "check_heartbeat",
@@ -256,57 +253,3 @@ class NewNodeNames:
                 "this fast; otherwise find the client inventing node names",
             )
         self._tokens -= 1
-
-
-class Busy(RateLimited):
-    """Too many streams are syncing at once; counted as `busy`, not as a client's fault."""
-
-
-class Syncing:
-    """Streams between Hello and their first applied facts: at most `limit` at once.
-
-    The retry hint is how long the streams ahead take to sync at the rate they finished in
-    the last `RATE_WINDOW_S`, so a refused agent comes back about when there is room.
-    """
-
-    RATE_WINDOW_S = 10.0
-
-    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic):
-        self._limit = limit
-        self._clock = clock
-        self._open: set[object] = set()
-        self._finished: deque[float] = deque(maxlen=limit)  # when recent syncs finished
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def admit(self) -> object:
-        """A slot for one syncing stream, to hand back to `done`; RateLimited, with a retry
-        hint, when every slot is taken."""
-        if len(self._open) >= self._limit:
-            retry_s = self._retry_s()
-            raise Busy(
-                f"{len(self._open)} agents are syncing their facts, the most this aggregator "
-                f"takes at once (ingest.max_syncing_streams); retry in {retry_s} s",
-                retry_after_s=retry_s,
-                hint="the agent retries on its own after that; if this lasts, the aggregator "
-                "lacks CPU for the fleet's reconnects",
-            )
-        slot = object()
-        self._open.add(slot)
-        return slot
-
-    def done(self, slot: object) -> None:
-        """The stream holding `slot` synced or ended; a no-op the second time."""
-        if slot in self._open:
-            self._open.discard(slot)
-            self._finished.append(self._clock())
-
-    def _retry_s(self) -> int:
-        now = self._clock()
-        while self._finished and now - self._finished[0] > self.RATE_WINDOW_S:
-            self._finished.popleft()
-        if len(self._finished) < 2 or now <= self._finished[0]:
-            return 1
-        per_s = len(self._finished) / (now - self._finished[0])
-        return max(1, min(30, math.ceil(len(self._open) / per_s)))

@@ -42,6 +42,7 @@ from plumb.aggregator.errors import (
 from plumb.aggregator.ingest import limits
 from plumb.aggregator.ingest.auth import Authenticator
 from plumb.aggregator.ingest.streams import Session, Streams
+from plumb.aggregator.ingest.syncing import Busy, Syncing
 from plumb.aggregator.intake.intake import Intake, StreamStart
 from plumb.aggregator.metrics.collectors import IngestMetrics
 from plumb.aggregator.settings import IngestSettings
@@ -80,7 +81,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._metrics = metrics
         self._clock = clock
         self._new_names = limits.NewNodeNames(settings.max_new_nodes_per_minute)
-        self._syncing = limits.Syncing(settings.max_syncing_streams)
+        self._syncing = Syncing(
+            settings.min_syncing_streams, settings.max_syncing_streams, settings.sync_target_s
+        )
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: Session | None = None
@@ -122,7 +125,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         except Unavailable as exc:
             failure = (STATUS[exc.code][1], str(exc), "auth_unavailable")
         except RateLimited as exc:
-            reason = "busy" if isinstance(exc, limits.Busy) else "new_node_rate"
+            reason = "busy" if isinstance(exc, Busy) else "new_node_rate"
             failure = (STATUS[exc.code][1], f"{exc}; {exc.hint}", reason)
             retry_after_s = exc.retry_after_s
         except TooLarge as exc:

@@ -47,7 +47,8 @@ class AgentServiceServicer:
     def Connect(self, request_iterator, context):
         """One long-lived stream per agent. An aggregator that cannot take the stream now
         (too many agents syncing at once) ends it before Welcome with RESOURCE_EXHAUSTED and
-        the trailing metadata `plumb-retry-after-s`: whole seconds to wait before the next Hello.
+        the trailing metadata `plumb-retry-after-s`: whole seconds to wait before the next Hello;
+        one still starting (loading its stored nodes) ends it UNAVAILABLE with the same hint.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

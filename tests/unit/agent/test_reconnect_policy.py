@@ -6,10 +6,11 @@ from __future__ import annotations
 import random
 import statistics
 
+import grpc
 import pytest
 
 from plumb.agent.settings import StreamSettings
-from plumb.agent.stream import pushback_delay, reconnect_delay
+from plumb.agent.stream import _retry_after_s, pushback_delay, reconnect_delay
 
 S = StreamSettings(reconnect_window_s=10.0, backoff_max_s=30.0)
 
@@ -53,8 +54,26 @@ def test_non_positive_settings_are_refused(field):
         StreamSettings(**{field: 0})
 
 
-def test_a_pushback_waits_at_least_the_hint_and_at_most_twice_it():
+def test_a_pushback_waits_at_least_the_hint_plus_at_most_a_second_and_a_quarter_of_it():
     rng = random.Random(3)
     delays = [pushback_delay(4.0, rng) for _ in range(10_000)]
-    assert 4.0 <= min(delays) < 4.0 * 1.01
-    assert 8.0 * 0.99 < max(delays) <= 8.0
+    # 4 s, plus up to 1 s + 4/4 s.
+    assert 4.0 <= min(delays) < 4.0 + 0.02
+    assert 6.0 - 0.02 < max(delays) <= 6.0
+
+
+def _refusal(code: grpc.StatusCode, *trailing: tuple[str, str]) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(
+        code, grpc.aio.Metadata(), grpc.aio.Metadata(*trailing), details="refused"
+    )
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE])
+def test_a_busy_or_starting_aggregator_s_hint_is_taken(code):
+    assert _retry_after_s(_refusal(code, ("plumb-retry-after-s", "2"))) == 2.0
+
+
+def test_no_hint_or_another_code_means_the_own_backoff():
+    assert _retry_after_s(_refusal(grpc.StatusCode.UNAVAILABLE)) is None
+    refused = _refusal(grpc.StatusCode.PERMISSION_DENIED, ("plumb-retry-after-s", "2"))
+    assert _retry_after_s(refused) is None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from plumb.aggregator.errors import InvalidInput, RateLimited
-from plumb.aggregator.ingest.auth import check_exposure
 from plumb.aggregator.ingest.limits import NewNodeNames
+from plumb.aggregator.ingest.port import check_exposure
 from plumb.aggregator.settings import AggregatorSettings
 
 

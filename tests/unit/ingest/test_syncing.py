@@ -1,11 +1,14 @@
-"""The cap on streams syncing at once (limits.Syncing): slots, refusals and the retry hint."""
+"""The cap on streams syncing at once (ingest/syncing.py): slots, a cap that follows the
+measured sync rate, and retry hints that line refused agents up at that rate."""
 
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from plumb.aggregator.errors import RateLimited
-from plumb.aggregator.ingest.limits import Busy, Syncing
+from plumb.aggregator.ingest.syncing import MAX_HINT_S, RATE_WINDOW_S, Busy, Syncing
+from plumb.aggregator.settings import IngestSettings
 
 
 class Clock:
@@ -16,8 +19,25 @@ class Clock:
         return self.now
 
 
+def _finish(syncing: Syncing, clock: Clock, n: int, every_s: float) -> None:
+    """`n` streams sync one after another, `every_s` apart; the clock ends at the last."""
+    for i in range(n):
+        if i:
+            clock.now += every_s
+        syncing.done(syncing.admit())
+
+
+def _hints(syncing: Syncing, n: int) -> list[int]:
+    out = []
+    for _ in range(n):
+        with pytest.raises(Busy) as refused:
+            syncing.admit()
+        out.append(refused.value.retry_after_s)
+    return out
+
+
 def test_a_slot_past_the_limit_is_refused_as_busy_and_a_freed_one_admits_again():
-    syncing = Syncing(2, Clock())
+    syncing = Syncing(2, 2, 2.0, Clock())
     first, _ = syncing.admit(), syncing.admit()
     with pytest.raises(Busy) as refused:
         syncing.admit()
@@ -29,41 +49,83 @@ def test_a_slot_past_the_limit_is_refused_as_busy_and_a_freed_one_admits_again()
     assert len(syncing) == 2
 
 
-def test_the_hint_is_the_time_the_syncing_streams_take_at_the_recent_rate():
+def test_the_cap_is_what_syncs_in_the_target_time_at_the_measured_rate():
     clock = Clock()
-    syncing = Syncing(10, clock)
-    slots = [syncing.admit() for _ in range(10)]
-    for slot in slots[:5]:  # 5 finish, one every 0.5 s
-        syncing.done(slot)
-        clock.now += 0.5
-    slots += [syncing.admit() for _ in range(5)]
-    with pytest.raises(Busy) as refused:
+    syncing = Syncing(2, 100, 2.0, clock)
+    assert syncing.limit() == 2  # no rate yet: the floor
+    _finish(syncing, clock, 11, 0.1)  # 11 finished over 1 s: 11 a second
+    assert syncing.limit() == 22  # 11/s for 2 s
+    for _ in range(22):
         syncing.admit()
-    # 5 finished in the 2.5 s since the first of them, 2 a second: 10 syncing take 5 s.
-    assert refused.value.retry_after_s == 5
+    with pytest.raises(Busy):
+        syncing.admit()
 
 
-def test_finishes_older_than_the_rate_window_do_not_stretch_the_hint():
+def test_the_cap_stays_within_its_floor_and_ceiling():
     clock = Clock()
-    syncing = Syncing(2, clock)
-    for _ in range(2):
-        syncing.done(syncing.admit())
-    clock.now += Syncing.RATE_WINDOW_S + 3600  # an hour of a quiet fleet, then a storm
+    fast = Syncing(2, 15, 2.0, clock)
+    _finish(fast, clock, 11, 0.1)
+    assert fast.limit() == 15
+    clock = Clock()
+    slow = Syncing(8, 100, 2.0, clock)
+    _finish(slow, clock, 3, 1.0)  # 3 in 2 s: 1.5 a second, 3 in the target time
+    assert slow.limit() == 8
+
+
+def test_refused_agents_are_lined_up_at_the_sync_rate():
+    clock = Clock()
+    syncing = Syncing(2, 2, 2.0, clock)
+    _finish(syncing, clock, 2, 1.0)  # 2 in 1 s: one turn every 0.5 s
     syncing.admit(), syncing.admit()
-    with pytest.raises(Busy) as refused:
-        syncing.admit()
-    assert refused.value.retry_after_s == 1
+    # Turns at +0.5, +1.0, +1.5, +2.0, +2.5 s, each rounded up to whole seconds.
+    assert _hints(syncing, 5) == [1, 1, 2, 2, 3]
 
 
-def test_the_hint_is_capped_at_30_s():
+def test_a_line_that_has_passed_starts_again_from_now():
     clock = Clock()
-    syncing = Syncing(1000, clock)
-    first = [syncing.admit() for _ in range(2)]
-    syncing.done(first[0])
-    clock.now += 5.0
-    syncing.done(first[1])  # 2 in 5 s: 0.4 a second
-    for _ in range(1000):
+    syncing = Syncing(2, 2, 2.0, clock)
+    _finish(syncing, clock, 2, 1.0)
+    syncing.admit(), syncing.admit()
+    assert _hints(syncing, 4) == [1, 1, 2, 2]
+    clock.now += 3.0  # the line's last turn (+2 s) has passed; 2 syncs in 4 s: 0.5 a second
+    assert _hints(syncing, 2) == [2, 4]
+
+
+def test_no_hint_is_longer_than_the_cap_and_the_line_stops_growing_there():
+    clock = Clock()
+    syncing = Syncing(2, 2, 2.0, clock)
+    _finish(syncing, clock, 2, 1.0)
+    syncing.admit(), syncing.admit()
+    hints = _hints(syncing, 100)  # 2 turns a second: 60 fill the 30 s
+    assert max(hints) == MAX_HINT_S
+    assert hints[59:] == [MAX_HINT_S] * 41
+
+
+def test_before_any_rate_the_floor_is_taken_to_sync_in_the_target_time():
+    syncing = Syncing(4, 4, 2.0, Clock())
+    for _ in range(4):
         syncing.admit()
-    with pytest.raises(Busy) as refused:
-        syncing.admit()
-    assert refused.value.retry_after_s == 30
+    # 4 in 2 s: a turn every 0.5 s.
+    assert _hints(syncing, 3) == [1, 1, 2]
+
+
+def test_syncs_older_than_the_rate_window_do_not_size_a_storm():
+    clock = Clock()
+    syncing = Syncing(2, 100, 2.0, clock)
+    _finish(syncing, clock, 11, 0.1)
+    clock.now += RATE_WINDOW_S + 3600  # an hour of a quiet fleet, then a storm
+    assert syncing.limit() == 2
+    syncing.admit(), syncing.admit()
+    assert _hints(syncing, 1) == [1]  # 2 in 2 s assumed: the first turn in 0.5 s
+
+
+def test_settings_refuse_a_floor_above_the_ceiling():
+    with pytest.raises(ValidationError, match="min_syncing_streams must not exceed"):
+        IngestSettings(min_syncing_streams=10, max_syncing_streams=5)
+
+
+def test_a_burst_of_syncs_counts_as_spread_over_a_second_at_least():
+    clock = Clock()
+    syncing = Syncing(2, 1000, 2.0, clock)
+    _finish(syncing, clock, 10, 0.001)  # 10 in 9 ms: taken as 10 a second, not 1,100
+    assert syncing.limit() == 20

@@ -1,0 +1,109 @@
+"""How many agent streams may sync at once, and when a refused agent should come back.
+
+A stream syncs from its Hello until its first facts are applied (parsing, hashing and
+evaluating ~300 facts: the costly part of a connect). In a cold start or a reconnect storm,
+Hellos beyond what the loop keeps up with would each wait on a saturated loop until the
+agent gave up on its Welcome and came back, costing both sides a new connection.
+
+`Syncing` admits as many streams as finish in `target_s` at the rate streams finished
+lately (Little's law: with that many in flight, a stream admitted now syncs in about
+`target_s`), never fewer than `floor` (also the cap before any rate is known) nor more than
+`ceiling`: a fast aggregator is not throttled by a fixed number, a saturated one refuses
+before its backlog outgrows `target_s`. Past the cap a Hello is refused at once
+(RESOURCE_EXHAUSTED) with a hint that places the agent in a line served at that same rate:
+the first refused comes back in about one sync's time, the thousandth after a thousand
+syncs, so the tail neither waits out one long hint nor returns all together.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+
+from plumb.aggregator.errors import RateLimited
+
+__all__ = ["Busy", "Syncing"]
+
+# Rates older than this say nothing of the loop now: an hour-old sync rate must not size a storm.
+RATE_WINDOW_S = 10.0
+# A rate is measured over at least this long: two syncs a millisecond apart are no evidence
+# of a thousand a second, and would open the cap to a flood.
+MIN_RATE_SPAN_S = 1.0
+# The longest hint: an agent refused is never told to stay away longer than this.
+MAX_HINT_S = 30
+
+
+class Busy(RateLimited):
+    """Too many streams are syncing at once; counted as `busy`, not as a client's fault."""
+
+
+class Syncing:
+    """Streams between Hello and their first applied facts: at most `limit()` at once."""
+
+    def __init__(
+        self,
+        floor: int,
+        ceiling: int,
+        target_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._floor, self._ceiling, self._target_s = floor, max(floor, ceiling), target_s
+        self._clock = clock
+        self._open: set[object] = set()
+        self._finished: deque[float] = deque(maxlen=self._ceiling)  # when recent syncs ended
+        # When the agents refused so far will each have had their turn, at the sync rate.
+        self._line_until = clock()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def limit(self) -> int:
+        """How many streams may sync at once now."""
+        per_s = self._rate()
+        if per_s is None:
+            return self._floor
+        return max(self._floor, min(self._ceiling, math.ceil(per_s * self._target_s)))
+
+    def admit(self) -> object:
+        """A slot for one syncing stream, to hand back to `done`; Busy, with a retry hint,
+        when every slot is taken."""
+        limit = self.limit()
+        if len(self._open) >= limit:
+            retry_s = self._place_in_line()
+            raise Busy(
+                f"{len(self._open)} agents are syncing their facts, the most this aggregator "
+                f"takes at once now (as many as sync in ingest.sync_target_s, within "
+                f"ingest.min_syncing_streams and ingest.max_syncing_streams); retry in {retry_s} s",
+                retry_after_s=retry_s,
+                hint="the agent retries on its own after that; if this lasts, the aggregator "
+                "lacks CPU for the fleet's reconnects",
+            )
+        slot = object()
+        self._open.add(slot)
+        return slot
+
+    def done(self, slot: object) -> None:
+        """The stream holding `slot` synced or ended; a no-op the second time."""
+        if slot in self._open:
+            self._open.discard(slot)
+            self._finished.append(self._clock())
+
+    def _rate(self) -> float | None:
+        """Syncs finished per second over the last RATE_WINDOW_S; None with fewer than two."""
+        now = self._clock()
+        while self._finished and now - self._finished[0] > RATE_WINDOW_S:
+            self._finished.popleft()
+        if len(self._finished) < 2 or now <= self._finished[0]:
+            return None
+        return len(self._finished) / max(now - self._finished[0], MIN_RATE_SPAN_S)
+
+    def _place_in_line(self) -> int:
+        """Seconds until this refused agent's turn: one sync's time after the turn of the
+        agent refused before it (or after now, if that turn has passed)."""
+        now = self._clock()
+        # Before any rate is known, assume the floor's worth of streams syncs in target_s.
+        per_s = self._rate() or self._floor / self._target_s
+        self._line_until = min(max(self._line_until, now) + 1 / per_s, now + MAX_HINT_S)
+        return max(1, math.ceil(self._line_until - now))
