@@ -1,8 +1,9 @@
 """Component discovery: which GPU stack components run in the cluster, and at which versions.
 
-The agents see the driver; only the cluster's workloads show the GPU Operator, device plugin,
-DCGM exporter, container toolkit, NFD and network operator. Their versions come from the
-images of DaemonSets and Deployments, matched against recipes/knowledge/component_images.yaml,
+The agents see the driver; only the cluster's workloads show the other components (the GPU
+Operator and its operands, NFD, the schedulers, operators and controllers the recipes install).
+Their versions come from the images of DaemonSets and Deployments, matched against
+recipes/knowledge/component_images.yaml,
 and from the GPU Operator's ClusterPolicy when that CRD is installed (what it is told to
 deploy, for operands whose pods are not up yet). A running image wins over the ClusterPolicy.
 Several versions of one component (a rollout, two installs) are reported together, which

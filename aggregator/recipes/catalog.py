@@ -67,6 +67,8 @@ class Catalog:
     known_bad: tuple[schema.KnownBadRow, ...]
     drift: DriftRules
     component_images: tuple[schema.ComponentImageRow, ...] = ()
+    # Registry components no image row covers, with why (component_images.yaml `undetected`).
+    undetected_components: Mapping[str, str] = field(default_factory=dict)
     checks: Checks = field(default_factory=lambda: Checks({}, {}))
     xids: Mapping[int, schema.XidRow] = field(default_factory=dict)
     data: Path | None = None  # the external data folder merged over ``root``, if any
@@ -300,10 +302,15 @@ class _Loader:
         self.check_unique_rows(known_bad[1], "name", [(r.name,) for r in known_bad[0].rows])
         self.check_unique_rows(images[1], "component", [(r.component,) for r in images[0].rows])
         self.check_unique_rows(xids[1], "xid", [(str(r.code),) for r in xids[0].rows])
-        for i, row in enumerate(images[0].rows):
-            if row.component not in components:
-                loc = ("rows", i, "component")
-                self.problem(images[1], loc, f"unknown component {row.component!r}")
+        listed = {r.component for r in images[0].rows}
+        for key, table in (("rows", images[0].rows), ("undetected", images[0].undetected)):
+            for i, row in enumerate(table):
+                loc = (key, i, "component")
+                if row.component not in components:
+                    self.problem(images[1], loc, f"unknown component {row.component!r}")
+                if key == "undetected" and row.component in listed:
+                    self.problem(images[1], loc, f"{row.component!r} is listed twice")
+                listed.add(row.component)
         if self.problems:
             raise self.error()
         return Catalog(
@@ -319,6 +326,7 @@ class _Loader:
             known_bad=known_bad[0].rows,
             drift=drift[0],
             component_images=images[0].rows,
+            undetected_components={r.component: r.reason for r in images[0].undetected},
             checks=checks,
             xids={r.code: r for r in xids[0].rows},
             data=self.data,

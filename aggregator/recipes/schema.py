@@ -375,6 +375,15 @@ class ComponentImageRow(Strict):
         return pattern
 
 
+class UndetectedComponent(Strict):
+    """A registry component no image row covers, and why: no workload image, or none whose tag
+    is the version registry.yaml writes, so discovery would report a false difference."""
+
+    component: str = Name
+    reason: str = Field(min_length=1)
+
+
 class ComponentImageTable(Strict):
     kind: Literal["ComponentImageTable"]
     rows: tuple[ComponentImageRow, ...]
+    undetected: tuple[UndetectedComponent, ...] = ()

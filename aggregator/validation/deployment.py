@@ -31,7 +31,8 @@ def recipe_components(facts: Facts, resolution: Resolution, catalog: Catalog) ->
         fact = shown_by.get(name)
         reading = facts.get(fact) if fact else None
         if reading is None or reading.status != "ok":
-            details[name] = f"{expected}: not visible to Plumb"
+            why = catalog.undetected_components.get(name)
+            details[name] = f"{expected}: not visible to Plumb" + (f" ({why})" if why else "")
             continue
         seen += 1
         observed = str(reading.value)

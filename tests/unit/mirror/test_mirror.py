@@ -4,7 +4,9 @@ Hauler manifests and as a Zarf package.
 Expected values are written from the recipe data for GKE + A100 + COS + training: overlays
 a100-gke-cos-training -> gke-cos-training -> gke-cos -> gke -> base add kubeflow-trainer and
 gcp-driver-installer to base's charts and drop the operator's driver; each chart's source,
-name, version and namespace is its entry in recipes/registry.yaml; the installer's images are
+name, version and namespace is its entry in recipes/registry.yaml; the OCI references are the
+upstream install commands (kai-scheduler/KAI-Scheduler README, NVIDIA/nodewright README,
+kubernetes-sigs/kueue and ai-dynamo/grove install docs); the installer's images are
 recipes/manifests/gcp-driver-installer/values.yaml `installerImage` and `pauseImage`. Shapes:
 hauler-dev/hauler pkg/apis/hauler.cattle.io/v1 (Charts, Images) and zarf-dev/zarf
 examples/helm-charts/zarf.yaml (an OCI chart's url carries the chart name).
@@ -32,7 +34,9 @@ CRITERIA = dict(service="gke", accelerator="a100", os="cos", intent="training")
 # component: (source, chart, version, namespace), from recipes/registry.yaml
 CHARTS = {
     "cert-manager": ("https://charts.jetstack.io", "cert-manager", "v1.20.2", "cert-manager"),
-    "kai-scheduler": ("oci://ghcr.io/kai-scheduler", "kai-scheduler", "v0.16.9", "kai-scheduler"),
+    "kai-scheduler": (
+        "oci://ghcr.io/kai-scheduler/kai-scheduler", "kai-scheduler", "v0.16.9", "kai-scheduler",
+    ),
     "kubeflow-trainer": (
         "oci://ghcr.io/kubeflow/charts", "kubeflow-trainer", "2.2.0", "kubeflow",
     ),
@@ -48,7 +52,7 @@ CHARTS = {
         "nvidia-dra-driver",
     ),
     "nodewright-operator": (
-        "oci://ghcr.io/nvidia/nodewright/charts", "nodewright-operator", "v0.17.1", "skyhook",
+        "oci://ghcr.io/nvidia/nodewright/charts", "nodewright", "v0.17.1", "skyhook",
     ),
     "nvsentinel": ("oci://ghcr.io/nvidia", "nvsentinel", "v1.20.0", "nvsentinel"),
     "prometheus-operator-crds": (
@@ -144,6 +148,36 @@ def test_zarf_output_is_a_package_with_one_component_per_recipe_component(listed
     ]  # fmt: skip
     order = [c["name"] for c in pkg["components"]]
     assert all(order.index(a) < order.index(b) for a, b in AFTER)
+    # `helm upgrade -i kai-scheduler oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler`;
+    # `helm install nodewright oci://ghcr.io/nvidia/nodewright/charts/nodewright`
+    assert comps["kai-scheduler"]["charts"][0]["url"] == (
+        "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+    )
+    assert comps["nodewright-operator"]["charts"][0]["url"] == (
+        "oci://ghcr.io/nvidia/nodewright/charts/nodewright"
+    )
+
+
+@pytest.mark.parametrize(
+    ("criteria", "component", "url", "version", "namespace"),
+    [
+        # `helm install kueue oci://registry.k8s.io/kueue/charts/kueue --version 0.19.3`
+        (dict(service="eks", intent="training", platform="kueue"), "kueue",
+         "oci://registry.k8s.io/kueue/charts/kueue", "0.19.3", "kueue-system"),
+        # `helm upgrade -i grove oci://ghcr.io/ai-dynamo/grove/grove-charts --version ...`
+        (dict(service="eks", intent="inference", platform="dynamo"), "grove",
+         "oci://ghcr.io/ai-dynamo/grove/grove-charts", "v0.1.0-alpha.12", "dynamo-system"),
+    ],
+)  # fmt: skip
+def test_a_new_components_chart_is_its_upstream_oci_reference(
+    criteria, component, url, version, namespace
+):
+    catalog = load_catalog()
+    mirror = MirrorList.of(resolve(catalog, Criteria(**criteria)), catalog)
+    [pkg] = list(yaml.safe_load_all(text(documents(mirror, "zarf"), "zarf")))
+    [chart] = {c["name"]: c for c in pkg["components"]}[component]["charts"]
+    assert chart == {"name": component, "namespace": namespace, "url": url, "version": version}
+    assert not [i for i in mirror.images if i.component == component]  # Hauler/Zarf find them
 
 
 def test_every_format_starts_with_a_comment_saying_where_chart_images_come_from(listed):
