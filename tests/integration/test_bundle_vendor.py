@@ -84,7 +84,7 @@ def bundle(helm, helm_env, recipe: Path, out: Path, *extra: str) -> subprocess.C
 
 def test_a_vendored_bundle_renders_its_chart_with_no_registry(
     registry_chart,
-    oci_registry,
+    oci_registry,  # noqa: F811
     helm,
     helm_env,
     tmp_path,  # noqa: F811
