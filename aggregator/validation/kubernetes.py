@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes import client
 
 from plumb.aggregator.recipes.check_catalog import CheckDef
+from plumb.aggregator.validation.custom_metrics import custom_metrics_api
 from plumb.aggregator.validation.nccl_pair import NCCL_PAIR, RunNodes
 
 __all__ = ["KUBERNETES", "GPU_RESOURCE", "Kube", "Verdict", "run_check"]
@@ -383,6 +384,7 @@ KUBERNETES: dict[str, Callable[[Kube, CheckDef], Awaitable[Verdict]]] = {
     "secure-accelerator-access": secure_accelerator_access,
     "gpu-operator-health": gpu_operator_health,
     "dra-support": dra_support,
+    "custom-metrics-api": custom_metrics_api,
 }
 
 
