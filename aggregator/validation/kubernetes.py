@@ -32,6 +32,7 @@ from kubernetes import client
 from plumb.aggregator.recipes import Catalog, Resolution
 from plumb.aggregator.recipes.check_catalog import CheckDef
 from plumb.aggregator.recipes.schema import PlatformHealth
+from plumb.aggregator.validation.custom_metrics import custom_metrics_api
 from plumb.aggregator.validation.nccl_pair import NCCL_PAIR, RunNodes
 
 __all__ = [
@@ -740,6 +741,7 @@ KUBERNETES: dict[str, Callable[[Kube, CheckDef], Awaitable[Verdict]]] = {
     "dra-support": dra_support,
     "gang-scheduling": gang_scheduling,
     "platform-health": platform_health,
+    "custom-metrics-api": custom_metrics_api,
 }
 
 

@@ -4,6 +4,9 @@ dcgm-exporter needs a GPU, so each node's exporter is a static /metrics page on 
 written by hand in its exposition format (shared/reference/peers.md §3.1: field names,
 labels); Prometheus scrapes them for real. node-a's page names its node in `Hostname` (the
 exporter's releases), node-b's in `hostname` (its main) and lacks DCGM_FI_DEV_POWER_USAGE.
+node-d's page has every series but only DCGM's placeholders in them (NVIDIA/DCGM
+dcgmlib/dcgm_structs.h: DCGM_INT64_BLANK = 0x7ffffffffffffff0 = 9223372036854775792 and
+NOT_SUPPORTED = BLANK + 2; DCGM_FP64_BLANK = 2**47 = 140737488355328 for the power, a double).
 """
 
 from __future__ import annotations
@@ -34,11 +37,22 @@ FIELDS = {
 }
 
 
-def page(node: str, host_label: str, fields: list[str]) -> bytes:
+BLANKS = {
+    "DCGM_FI_DEV_GPU_UTIL": "9223372036854775792",
+    "DCGM_FI_DEV_FB_USED": "9223372036854775794",
+    "DCGM_FI_DEV_GPU_TEMP": "9223372036854775792",
+    "DCGM_FI_DEV_POWER_USAGE": "140737488355328",
+}
+
+
+def page(
+    node: str, host_label: str, fields: list[str], values: dict[str, str] | None = None
+) -> bytes:
     labels = LABELS.format(host=host_label, node=node)
     lines = []
     for name in fields:
         help_text, value = FIELDS[name]
+        value = (values or {}).get(name, value)
         lines += [
             f"# HELP {name} {help_text}",
             f"# TYPE {name} gauge",
@@ -69,14 +83,15 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     exporters = {
         "dcgm-node-a": serve(page("node-a", "Hostname", list(FIELDS))),
         "dcgm-node-b": serve(page("node-b", "hostname", list(FIELDS)[:3])),
+        "dcgm-node-d": serve(page("node-d", "Hostname", list(FIELDS), BLANKS)),
     }
     jobs = {job: f"127.0.0.1:{s.server_address[1]}" for job, s in exporters.items()}
     prom = start_prometheus(tmp_path_factory.mktemp("prometheus"), jobs)
     try:
         until(
-            lambda: len(prom.query("DCGM_FI_DEV_GPU_UTIL")) == 2,
+            lambda: len(prom.query("DCGM_FI_DEV_GPU_UTIL")) == 3,
             timeout=30,
-            what="both exporters' DCGM_FI_DEV_GPU_UTIL in Prometheus",
+            what="the three exporters' DCGM_FI_DEV_GPU_UTIL in Prometheus",
         )
         yield prom
     finally:
@@ -118,3 +133,30 @@ def test_an_unreachable_prometheus_is_an_error():
     status, message, _ = check(url, ["node-a"])
     assert status == "error"
     assert message.startswith(f"cannot query Prometheus at {url}: ConnectError")
+
+
+def test_a_node_with_only_blank_values_fails_as_present_but_blank(prometheus):
+    status, message, details = check(prometheus.url, ["node-a", "node-d"])
+    assert status == "fail"
+    assert message == (
+        "only DCGM blank values (the field is unsupported on the GPU, or DCGM is not profiling):"
+        " DCGM_FI_DEV_GPU_UTIL for node-d; DCGM_FI_DEV_FB_USED for node-d; DCGM_FI_DEV_GPU_TEMP"
+        " for node-d; DCGM_FI_DEV_POWER_USAGE for node-d"
+    )
+    assert details["blank.DCGM_FI_DEV_POWER_USAGE"] == "node-d"
+    assert not any(k.startswith("missing.") for k in details)
+
+
+def test_blank_and_missing_nodes_are_told_apart(prometheus):
+    status, message, details = check(prometheus.url, ["node-b", "node-d"])
+    assert status == "fail"
+    assert message == (
+        "no samples within 0 s: DCGM_FI_DEV_POWER_USAGE for node-b; only DCGM blank values (the"
+        " field is unsupported on the GPU, or DCGM is not profiling): DCGM_FI_DEV_GPU_UTIL for"
+        " node-d; DCGM_FI_DEV_FB_USED for node-d; DCGM_FI_DEV_GPU_TEMP for node-d;"
+        " DCGM_FI_DEV_POWER_USAGE for node-d"
+    )
+    assert (details["missing.DCGM_FI_DEV_POWER_USAGE"], details["blank.DCGM_FI_DEV_GPU_UTIL"]) == (
+        "node-b",
+        "node-d",
+    )

@@ -94,6 +94,7 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
         "dra-support",
         "gang-scheduling",
         "platform-health",
+        "custom-metrics-api",
         "ai-service-metrics",
     }
     assert {results[("(cluster)", c)]["status"] for c in kube} == {"skip"}

@@ -6,8 +6,11 @@ import pytest
 from kubernetes import client
 
 
-def can(api, namespace: str, sa: str, verb: str, resource: str, group: str = "", ns=None) -> bool:
-    """Whether ServiceAccount `sa` of `namespace` may `verb` the resource (in `ns`)."""
+def can(
+    api, namespace: str, sa: str, verb: str, resource: str, group: str = "", ns=None, name=None
+) -> bool:
+    """Whether ServiceAccount `sa` of `namespace` may `verb` the resource (in `ns`, the object
+    `name` when given)."""
     resource, _, subresource = resource.partition("/")
     review = client.V1SubjectAccessReview(
         spec=client.V1SubjectAccessReviewSpec(
@@ -23,6 +26,7 @@ def can(api, namespace: str, sa: str, verb: str, resource: str, group: str = "",
                 subresource=subresource or None,
                 group=group,
                 namespace=ns,
+                name=name,
             ),
         )
     )
@@ -42,6 +46,9 @@ ALLOWED = [
     ("list", "clusterpolicies", "nvidia.com", None),
     ("list", "deviceclasses", "resource.k8s.io", None),
     ("list", "resourceslices", "resource.k8s.io", None),
+    # custom-metrics-api: the GPU metric, for pods and nodes (its APIService: below).
+    ("get", "pods/DCGM_FI_DEV_GPU_UTIL", "custom.metrics.k8s.io", "gpu-operator"),
+    ("get", "nodes/DCGM_FI_DEV_GPU_UTIL", "custom.metrics.k8s.io", None),
     ("get", "leases", "coordination.k8s.io", "plumb"),
     ("create", "leases", "coordination.k8s.io", "plumb"),
     ("update", "leases", "coordination.k8s.io", "plumb"),
@@ -89,6 +96,11 @@ DENIED = [
     ("create", "resourceclaims", "resource.k8s.io", "default"),
     ("create", "podgroups", "scheduling.run.ai", "default"),
     ("list", "resourceclaims", "resource.k8s.io", None),
+    ("create", "resourceclaims", "resource.k8s.io", "plumb"),
+    # custom-metrics-api reads one metric, not whatever else the adapter serves.
+    ("get", "pods/DCGM_FI_DEV_FB_USED", "custom.metrics.k8s.io", "gpu-operator"),
+    ("get", "pods", "custom.metrics.k8s.io", "gpu-operator"),
+    ("list", "apiservices", "apiregistration.k8s.io", None),
 ]
 
 
@@ -105,3 +117,13 @@ def test_aggregator_may_not_do_more(api, plumb_release, verb, resource, group, n
 @pytest.mark.parametrize(("verb", "resource", "group", "ns"), ALLOWED + DENIED)
 def test_agent_has_no_api_access(api, plumb_release, verb, resource, group, ns):
     assert not can(api, plumb_release.namespace, "plumb-agent", verb, resource, group, ns)
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed"),
+    [("v1beta1.custom.metrics.k8s.io", True), ("v1beta1.metrics.k8s.io", False)],
+)
+def test_aggregator_reads_only_the_custom_metrics_apiservice(api, plumb_release, name, allowed):
+    sa = "plumb-aggregator"
+    group = "apiregistration.k8s.io"
+    assert can(api, plumb_release.namespace, sa, "get", "apiservices", group, name=name) is allowed

@@ -118,8 +118,9 @@ async def test_node_checks_fan_out_once_per_node_and_all_results_arrive():
     gpu_count = next(c for c in fleet.sent[0][1].checks if c.id == "gpu-count")
     assert gpu_count.parameters["expected_gpus"] == "8"
     assert run.result == "passed" and run.counts()["pass"] == 3 * len(ids)
-    # The eight Kubernetes checks and the Prometheus one, with no client for either.
-    assert run.counts()["skip"] == run.total - 3 * len(ids) == 9
+    # The nine conformance Kubernetes checks (kubernetes.yaml's eight, custom-metrics.yaml's
+    # one) and the Prometheus one, with no client for either.
+    assert run.counts()["skip"] == run.total - 3 * len(ids) == 10
 
 
 async def test_a_prometheus_check_without_a_url_is_skipped_saying_what_to_set():
