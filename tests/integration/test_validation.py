@@ -95,6 +95,8 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
         "gang-scheduling",
         "platform-health",
         "custom-metrics-api",
+        "nccl-allreduce-net",
+        "nccl-allreduce-nvls",
         "ai-service-metrics",
     }
     assert {results[("(cluster)", c)]["status"] for c in kube} == {"skip"}
