@@ -190,6 +190,8 @@ class _NodeLines:
             reported = {g.index for g in sensors.gpus}
             self.gpus = {i: held for i, held in self.gpus.items() if i in reported}
         stamp = f"{self.stamp}{_number(sensors.at.timestamp())}\n"
+        if not rows:  # a node without GPUs still reports (an empty report): its time only
+            return (*(b"" for _ in FAMILIES), stamp.encode())
         return (*("".join(block).encode() for block in zip(*rows, strict=True)), stamp.encode())
 
     def _gpu_lines(self, gpu: GpuSensors) -> tuple[str, ...]:

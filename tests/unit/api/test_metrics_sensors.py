@@ -242,3 +242,13 @@ def test_the_page_in_pieces_is_the_page_joined_at_once():
         b'b{node="n3"} 2.0\n',
     ]
     assert b"".join(pieces) == families.render()
+
+
+def test_a_report_without_gpus_shows_only_when_it_came():
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = {}
+    node.sensors = Sensors(AT, ())
+    text = _render(state)
+    assert "plumb_gpu_temperature_celsius{" not in text
+    assert 'plumb_node_sensors_timestamp_seconds{node="n1"} 1.7961264e+09\n' in text
