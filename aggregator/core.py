@@ -212,6 +212,10 @@ class Core:
         rendered as nodes changed (a scrape joins cached bytes)."""
         return self._page.render()
 
+    def sensors_page(self) -> Iterator[bytes]:
+        """The /metrics/sensors page in pieces, joined as they are sent."""
+        return self._page.sensors()
+
     def recipe_for_node(self, name: str) -> Resolution:
         """The recipe resolved from the node's live facts."""
         return self._evaluator.resolution(self.node(name))

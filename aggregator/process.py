@@ -168,6 +168,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         drift_metrics.count,
         touched,
         utcnow,
+        sensed=page.sensed,
         replica=settings.replica.name,
         write_heartbeats=shared,
         keep_history=settings.nodes.keep_history,

@@ -18,9 +18,9 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
   latency   --probes driver changes on probe agents: agent notices → /metrics shows it, and
             → /v1/drift?node= shows the new observed version, p50/p99;
   api       GET /v1/nodes and GET /v1/nodes/{name} latency while the fleet streams;
-  scrape-while-changing  --scrape-window-s: /metrics scraped back to back while probe
-            agents change facts: scrape p50/p99 and bytes, change → /metrics, and delta → Ack
-            without and with the scraper running;
+  scrape-while-changing  --scrape-window-s: /metrics and /metrics/sensors each scraped back
+            to back while probe agents change facts: each page's scrape p50/p99 and bytes,
+            change → /metrics, and delta → Ack without and with the scrapers running;
   storm     --storm sigterm|sigkill: the aggregator is stopped with every agent connected
             and restarted on the same database; time until the gRPC port accepts TCP and
             until /v1/nodes shows all connected, and every error the agents saw, by code.
@@ -594,6 +594,17 @@ async def scrape(http: httpx.AsyncClient) -> tuple[dict[str, float], float, int]
     return metric_values(r.text, COUNTERS), time.perf_counter() - t, len(r.content)
 
 
+async def scrape_sensors(http: httpx.AsyncClient) -> tuple[float, int] | None:
+    """One /metrics/sensors scrape: seconds and bytes; None where the aggregator has no such
+    page (before the sensor gauges moved off /metrics)."""
+    t = time.perf_counter()
+    r = await http.get("/metrics/sensors")
+    if r.status_code == 404:
+        return None
+    r.raise_for_status()
+    return time.perf_counter() - t, len(r.content)
+
+
 async def wait_connected(http, n: int, timeout_s: float, since: float, welcomed=None) -> dict:
     """Poll /v1/nodes until n nodes are connected; seconds from `since`, and the poll costs.
 
@@ -679,6 +690,7 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
     cpu1, t1 = agg.cpu_s(), time.monotonic()
     statuses1 = [await w.ask("status") for w in workers] + [local.status()]
     m1, scrape_s, scrape_bytes = await scrape(http)
+    sensors_scrape = await scrape_sensors(http)
     for w in workers:
         await w.ask("changes_off")
     local.changing = False
@@ -708,6 +720,8 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
         "resyncs_in_window": int(d["plumb_ingest_resyncs_total"]),
         "metrics_scrape_ms": round(scrape_s * 1000, 1),
         "metrics_bytes": scrape_bytes,
+        "metrics_sensors_scrape_ms": round(sensors_scrape[0] * 1000, 1) if sensors_scrape else None,
+        "metrics_sensors_bytes": sensors_scrape[1] if sensors_scrape else None,
     }
 
 
@@ -768,11 +782,12 @@ async def api_latency(args, http) -> dict:
 
 
 async def scrape_while_changing(args, agg: Aggregator, http, local: Fleet) -> dict:
-    """/metrics scraped back to back while the fleet changes (as Prometheus with several
-    replicas, or a dashboard, would): each scrape's time and size; driver changes on probe
-    agents timed from the agent's collector to the first scrape that shows them; and delta →
-    Ack on the probe agents, which change a fact every 0.5 s, first for a third of
-    --scrape-window-s without scrapes, then with the scraper running."""
+    """/metrics and /metrics/sensors each scraped back to back while the fleet changes (as
+    Prometheus with several replicas, or a dashboard, would): each page's scrape time and
+    size; driver changes on probe agents timed from the agent's collector to the first
+    /metrics scrape that shows them; and delta → Ack on the probe agents, which change a fact
+    every 0.5 s, first for a third of --scrape-window-s without scrapes, then with the
+    scrapers running."""
     from plumb.facts import Reading
 
     stop = asyncio.Event()
@@ -811,8 +826,19 @@ async def scrape_while_changing(args, agg: Aggregator, http, local: Fleet) -> di
                 watching[2] = time.monotonic()
                 watching[1].set()
 
+    sensor_scrapes, sensor_sizes = [], []
+
+    async def sensor_scraper() -> None:
+        while not stop.is_set():
+            got = await scrape_sensors(http)
+            if got is None:
+                return
+            sensor_scrapes.append(got[0])
+            sensor_sizes.append(got[1])
+
     cpu0, t0 = agg.cpu_s(), time.monotonic()
     scraping = asyncio.create_task(scraper())
+    scraping_sensors = asyncio.create_task(sensor_scraper())
     to_metrics, failed = [], 0
     names = list(local.nodes)
     k = 0
@@ -832,12 +858,15 @@ async def scrape_while_changing(args, agg: Aggregator, http, local: Fleet) -> di
         await asyncio.sleep(random.uniform(0.1, 0.5))  # changes land anywhere in a scrape
     stop.set()
     cpu1, t1 = agg.cpu_s(), time.monotonic()
-    await asyncio.gather(scraping, changer)
+    await asyncio.gather(scraping, scraping_sensors, changer)
     for c in local.clients:
         c.ack_s = None
     return {
         "window_s": round(t1 - t0, 1),
         "scrape": {**pct(scrapes), "bytes_max": max(sizes, default=0)},
+        "scrape_sensors": {**pct(sensor_scrapes), "bytes_max": max(sensor_sizes, default=0)}
+        if sensor_scrapes
+        else None,
         "change_to_metrics": pct(to_metrics),
         "change_to_metrics_failed": failed,
         "delta_to_ack_without_scrapes": pct(quiet),
@@ -1012,8 +1041,8 @@ async def main() -> None:
         "--scrape-window-s",
         type=float,
         default=0.0,
-        help="scrape-while-changing phase: /metrics back to back for 2/3 of this, after a "
-        "third without scrapes (default 0: skipped)",
+        help="scrape-while-changing phase: /metrics and /metrics/sensors back to back for 2/3 "
+        "of this, after a third without scrapes (default 0: skipped)",
     )
     p.add_argument("--storm", choices=["none", "sigterm", "sigkill"], default="none")
     p.add_argument(

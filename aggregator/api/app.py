@@ -191,4 +191,20 @@ def create_app(core: Core) -> FastAPI:
             body(), media_type=CONTENT_TYPE_LATEST, headers={"Content-Length": length}
         )
 
+    @app.get(
+        "/metrics/sensors", tags=["health"], include_in_schema=False, dependencies=metrics_access
+    )
+    async def metrics_sensors() -> Response:
+        """Prometheus metrics: every streaming node's GPU sensor gauges (labels node, gpu;
+        plumb_gpu_info on /metrics joins the rest), for a scrape on its own interval."""
+
+        # Each piece is a few hundred nodes' lines of one family, joined as it is sent: the
+        # whole page of a large fleet joined at once would hold the loop.
+        async def body() -> AsyncIterator[bytes]:
+            for piece in core.sensors_page():
+                if piece:
+                    yield piece
+
+        return StreamingResponse(body(), media_type=CONTENT_TYPE_LATEST)
+
     return app

@@ -56,6 +56,7 @@ class Intake:
         touched: Callable[[str], None],
         clock: Callable[[], datetime],
         *,
+        sensed: Callable[[str], None],
         replica: str,
         write_heartbeats: bool,
         keep_history: bool,
@@ -64,9 +65,11 @@ class Intake:
         self._writer = writer
         self._evaluator = evaluator
         self._count = count
-        # Told each node whose facts, connection, report time, readings or verdicts changed,
-        # after the change (metrics render the node's lines then, not at every scrape).
+        # Told each node whose facts, connection, report time or verdicts changed, after the
+        # change (metrics render the node's lines then, not at every scrape); `sensed` only of
+        # new readings, which nothing but the sensor gauges shows.
         self._touched = touched
+        self._sensed = sensed
         self._clock = clock
         self._replica = replica  # named as the owner of the nodes streaming here
         # Only where other replicas read the database do they need each heartbeat's time.
@@ -139,7 +142,7 @@ class Intake:
         if node is None or node.session_id != session_id:
             return
         node.sensors = Sensors(self._clock(), gpus)
-        self._touched(name)
+        self._sensed(name)
 
     def disconnected(self, name: str, session_id: str) -> None:
         """The stream `session_id` of node `name` ended; the node is down if it was its last.

@@ -1,12 +1,13 @@
 """The registry's `plumb_` series: ingest and store counters, pools, validation results, build.
 
 MetricsPage puts them on one page with the per-node families, which are rendered per node as
-nodes change (metrics/nodes.py, metrics/sensors.py). Versions appear only as labels of `_info`
-gauges; every node series has a `node` label, and per-GPU series carry dcgm-exporter's GPU
-labels (`gpu`, `UUID`, `pci_bus_id`), so `on (UUID)` joins them with its series without a
-label_replace. The GPU's name is `model_name`, as in dcgm-exporter's NVLink series: its GPU
-series' `modelName` is camelCase, which promtool's lint refuses. Each aggregator builds its
-own CollectorRegistry, so tests never share one.
+nodes change (metrics/nodes.py), and serves the sensor gauges (metrics/sensors.py) as a page of
+their own. Versions appear only as labels of `_info` gauges; every node series has a `node`
+label, and `plumb_gpu_info` carries dcgm-exporter's GPU labels (`gpu`, `UUID`, `pci_bus_id`),
+so `on (UUID)` joins it with dcgm-exporter's series without a label_replace. The GPU's name
+is `model_name`, as in dcgm-exporter's NVLink series: its GPU series' `modelName` is
+camelCase, which promtool's lint refuses. Each aggregator builds its own CollectorRegistry,
+so tests never share one.
 """
 
 from __future__ import annotations
@@ -299,21 +300,31 @@ class LeaderCollector(Collector):
 
 
 class MetricsPage:
-    """The whole /metrics page: the registry's families, then the per-node ones (NodeSeries,
-    and any other series rendered per node beside it: the sensor gauges)."""
+    """The /metrics page: the registry's families, then the per-node ones (NodeSeries); and
+    the /metrics/sensors page, the sensor gauges (SensorSeries), kept apart because they are
+    most of the bytes at fleet size and move with every report, not with the stack."""
 
-    def __init__(self, registry: CollectorRegistry, nodes: NodeText, *more: NodeText):
+    def __init__(self, registry: CollectorRegistry, nodes: NodeText, sensors: SensorText):
         self._registry = registry
-        self._series = (nodes, *more)
+        self._nodes = nodes
+        self._sensors = sensors
 
     def touched(self, name: str) -> None:
         """Node `name` changed (the intake says so): re-render what it shows."""
-        for s in self._series:
-            s.touched(name)
+        self._nodes.touched(name)
+        self._sensors.touched(name)
+
+    def sensed(self, name: str) -> None:
+        """Node `name` has new readings: only its sensor gauges show them."""
+        self._sensors.touched(name)
 
     def render(self) -> list[bytes]:
         """The page in pieces, to be sent as they are: joining them would copy the page."""
-        return [generate_latest(self._registry), *(p for s in self._series for p in s.render())]
+        return [generate_latest(self._registry), *self._nodes.render()]
+
+    def sensors(self) -> Iterator[bytes]:
+        """The sensor page in pieces, joined as they are sent."""
+        return self._sensors.pieces()
 
 
 class NodeText(Protocol):
@@ -322,6 +333,14 @@ class NodeText(Protocol):
     def touched(self, name: str) -> None: ...
 
     def render(self) -> list[bytes]: ...
+
+
+class SensorText(Protocol):
+    """The sensor gauges, rendered per node as readings arrive, joined in pieces at scrape."""
+
+    def touched(self, name: str) -> None: ...
+
+    def pieces(self) -> Iterator[bytes]: ...
 
 
 def new_registry(writer: Writer) -> CollectorRegistry:

@@ -1,128 +1,111 @@
-"""GPU sensor series: each streaming node's latest readings, labelled to join dcgm-exporter.
+"""GPU sensor series: each streaming node's latest readings, on their own page.
 
 Readings are not facts (plumb/v1/facts.proto): no history, no drift, only the latest value,
 and only while the node's agent streams, so a gone node's series vanish instead of lying.
-Each GPU series carries Plumb's `node` plus dcgm-exporter's `gpu`, `UUID` and `pci_bus_id`,
-and `model_name` (as plumb_gpu_info), from the node's facts, so `on (UUID)` joins the two.
-The error counts are counters (`_total`: Prometheus' rate() reads them, resets included);
-the clock-event mask is one 0/1 gauge per reason, since PromQL cannot test a bit. The power
-limit, a fact, is rendered here beside the draw with the same labels, so that draw / limit
-divides without a join. A node's lines are rendered once per report, as it arrives (the
-intake touches the node), with its GPUs' labels once per facts version, and joined at
-scrape (metrics/text.py), so a scrape costs a join, not a format of every sample.
+They are served at `/metrics/sensors`, apart from `/metrics`: at 10,000 8-GPU nodes they are
+most of the bytes (bench/README.md), and Prometheus scrapes them on their own interval. Each
+GPU series carries `node` and `gpu` only; `plumb_gpu_info` (on /metrics) carries
+dcgm-exporter's `UUID`, `pci_bus_id` and `model_name` for that GPU, so
+`* on (node, gpu) group_left (UUID, model_name) plumb_gpu_info` joins them in. The error
+counts are counters (`_total`: rate() reads them, resets included); the clock-event mask is
+one 0/1 gauge per reason, since PromQL cannot test a bit. The power limit, a fact, is
+rendered here beside the draw with the same labels, so draw / limit divides in one scrape.
+
+A report costs what changed: each GPU's lines are kept with the readings they show and
+formatted again only when those readings move, with each GPU's label prefixes made once per
+facts version. A scrape joins the kept bytes a slice of nodes at a time (metrics/text.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterator
 
 from prometheus_client.utils import floatToGoString
 
-from plumb.aggregator.metrics.text import Families, escape, label_text
+from plumb.aggregator.metrics.text import Families, escape
 from plumb.aggregator.state.live import LiveState, NodeState, Sensors
 from plumb.aggregator.state.replicas import Membership
-from plumb.aggregator.state.views import GpuView
 from plumb.sensors import CLOCK_EVENT_REASONS, GpuSensors
 
 __all__ = ["SensorSeries"]
 
-# One GPU's samples of a family: (labels beyond the GPU's, value) pairs.
-Samples = Callable[[GpuSensors, GpuView | None], Iterable[tuple[str, float]]]
+# Where a family's samples come from beside a GpuSensors field: the facts' power limit, and
+# the clock-event mask as one sample per reason.
+POWER_LIMIT = "power_limit"
+CLOCK_EVENTS = "clock_events"
 
-
-def _reading(field: str) -> Samples:
-    def samples(gpu: GpuSensors, view: GpuView | None) -> Iterable[tuple[str, float]]:
-        value = getattr(gpu, field)
-        return () if value is None else (("", value),)
-
-    return samples
-
-
-def _clock_events(gpu: GpuSensors, view: GpuView | None) -> Iterable[tuple[str, float]]:
-    mask = gpu.clock_event_reasons
-    if mask is None:
-        return ()
-    return ((f',reason="{r}"', 1.0 if mask & bit else 0.0) for r, bit in _REASONS)
-
-
-def _power_limit(gpu: GpuSensors, view: GpuView | None) -> Iterable[tuple[str, float]]:
-    limit = None if view is None else view.number("power_limit_watts")
-    return () if limit is None else (("", limit),)
-
-
-_REASONS = tuple(CLOCK_EVENT_REASONS.items())
-
-# (series, help, type, samples), in the order rendered.
-FAMILIES: tuple[tuple[str, str, str, Samples], ...] = (
-    ("plumb_gpu_temperature_celsius", "GPU temperature.", "gauge", _reading("temperature_celsius")),
-    ("plumb_gpu_power_draw_watts", "GPU power draw.", "gauge", _reading("power_draw_watts")),
+# (series, help, type, source), in the order rendered; source is a GpuSensors field or one
+# of the two above.
+FAMILIES: tuple[tuple[str, str, str, str], ...] = (
+    ("plumb_gpu_temperature_celsius", "GPU temperature.", "gauge", "temperature_celsius"),
+    ("plumb_gpu_power_draw_watts", "GPU power draw.", "gauge", "power_draw_watts"),
     (
         "plumb_gpu_power_limit_watts",
         "GPU power management limit (a fact, beside the draw for draw / limit).",
         "gauge",
-        _power_limit,
+        POWER_LIMIT,
     ),
-    ("plumb_gpu_sm_clock_mhz", "Current SM clock of the GPU.", "gauge", _reading("sm_clock_mhz")),
+    ("plumb_gpu_sm_clock_mhz", "Current SM clock of the GPU.", "gauge", "sm_clock_mhz"),
     (
         "plumb_gpu_memory_clock_mhz",
         "Current memory clock of the GPU.",
         "gauge",
-        _reading("memory_clock_mhz"),
+        "memory_clock_mhz",
     ),
     (
         "plumb_gpu_utilization_ratio",
         "Share of the last sample period a kernel ran on the GPU.",
         "gauge",
-        _reading("gpu_utilization_ratio"),
+        "gpu_utilization_ratio",
     ),
     (
         "plumb_gpu_memory_utilization_ratio",
         "Share of the last sample period the GPU's memory was read or written.",
         "gauge",
-        _reading("memory_utilization_ratio"),
+        "memory_utilization_ratio",
     ),
-    ("plumb_gpu_memory_used_bytes", "GPU memory in use.", "gauge", _reading("memory_used_bytes")),
+    ("plumb_gpu_memory_used_bytes", "GPU memory in use.", "gauge", "memory_used_bytes"),
     (
         "plumb_gpu_clock_event_active",
         "1 while this reason holds the GPU's clocks below their maximum (NVML clock events).",
         "gauge",
-        _clock_events,
+        CLOCK_EVENTS,
     ),
     (
         "plumb_gpu_ecc_corrected_volatile_total",
         "Corrected (single-bit) ECC errors since the driver loaded.",
         "counter",
-        _reading("ecc_corrected_volatile"),
+        "ecc_corrected_volatile",
     ),
     (
         "plumb_gpu_ecc_corrected_aggregate_total",
         "Corrected (single-bit) ECC errors over the GPU's life.",
         "counter",
-        _reading("ecc_corrected_aggregate"),
+        "ecc_corrected_aggregate",
     ),
     (
         "plumb_gpu_pcie_replays_total",
         "PCIe replays (retransmissions) of the GPU's link.",
         "counter",
-        _reading("pcie_replay_count"),
+        "pcie_replay_count",
     ),
     (
         "plumb_gpu_nvlink_replay_errors_total",
         "NVLink data-link replay errors, summed over the GPU's links.",
         "counter",
-        _reading("nvlink_replay_errors"),
+        "nvlink_replay_errors",
     ),
     (
         "plumb_gpu_nvlink_recovery_errors_total",
         "NVLink data-link recovery errors, summed over the GPU's links.",
         "counter",
-        _reading("nvlink_recovery_errors"),
+        "nvlink_recovery_errors",
     ),
     (
         "plumb_gpu_nvlink_crc_flit_errors_total",
         "NVLink data-link CRC flit errors, summed over the GPU's links.",
         "counter",
-        _reading("nvlink_crc_flit_errors"),
+        "nvlink_crc_flit_errors",
     ),
 )
 TIMESTAMP = (
@@ -131,18 +114,22 @@ TIMESTAMP = (
     "gauge",
 )
 
+_REASONS = tuple(CLOCK_EVENT_REASONS.items())
+_SOURCES = tuple(f[3] for f in FAMILIES)
+# Nodes joined into one piece of a scrape: a few hundred KB, a fraction of a millisecond.
+_NODES_PER_PIECE = 500
+
 
 class SensorSeries:
     """The sensor gauges of every node this process exports, as exposition text 0.0.4: a
-    node's lines rendered when the intake touches it with new readings, joined at scrape."""
+    node's lines rendered when the intake tells of new readings, joined at scrape."""
 
     def __init__(self, state: LiveState, membership: Membership):
         self._state = state
         # Which nodes this process exports: with replicas, the one holding the stream.
         self._membership = membership
         self._alive = membership.alive
-        # What each node's lines were rendered from: its readings and its facts (the labels).
-        self._from: dict[str, tuple[Sensors, dict]] = {}
+        self._nodes: dict[str, _NodeLines] = {}
         self._families = Families([f[:3] for f in (*FAMILIES, TIMESTAMP)])
 
     def touched(self, name: str) -> None:
@@ -151,51 +138,97 @@ class SensorSeries:
         node = self._state.get(name)
         sensors = None if node is None else node.sensors
         if node is None or sensors is None or not self._membership.exports(node):
-            self._from.pop(name, None)
+            self._nodes.pop(name, None)
             self._families.drop(name)
             return
-        held = self._from.get(name)
-        if held is None or held[0] is not sensors or held[1] is not node.facts:
-            self._from[name] = (sensors, node.facts)
-            self._families.set(name, _node_lines(node, sensors))
+        lines = self._nodes.get(name)
+        if lines is None or lines.facts is not node.facts:
+            lines = self._nodes[name] = _NodeLines(node)
+        elif lines.sensors is sensors:
+            return
+        self._families.set(name, lines.render(sensors))
 
-    def render(self) -> list[bytes]:
+    def pieces(self) -> Iterator[bytes]:
+        """The page as text exposition format 0.0.4, in pieces of a few hundred nodes each,
+        joined as they are sent so that no one join holds the loop for the whole fleet."""
         if self._membership.alive != self._alive:
             # A replica came or went: which nodes are this one's changed (rare; every node).
             self._alive = self._membership.alive
-            for name in {*self._from, *(n.name for n in self._state.nodes())}:
-                self._from.pop(name, None)
+            for name in {*self._nodes, *(n.name for n in self._state.nodes())}:
+                self._nodes.pop(name, None)
                 self.touched(name)
-        return [self._families.render()]
+        return self._families.pieces(_NODES_PER_PIECE)
 
 
-def _node_lines(node: NodeState, sensors: Sensors) -> tuple[bytes, ...]:
-    """One block of lines per family (FAMILIES order), then the node's timestamp line."""
-    prefixes = node.derived("sensor_labels", _gpu_labels)
-    blocks: list[list[str]] = [[] for _ in FAMILIES]
-    for gpu in sensors.gpus:
-        labels, view = prefixes.get(gpu.index) or _labels_of(node.name, gpu.index, None)
-        for block, (name, _, _, samples) in zip(blocks, FAMILIES, strict=True):
-            for more, value in samples(gpu, view):
-                block.append(f"{name}{{{labels}{more}}} {floatToGoString(value)}\n")
-    at = floatToGoString(sensors.at.timestamp())
-    stamp = f'{TIMESTAMP[0]}{{node="{escape(node.name)}"}} {at}\n'
-    return (*("".join(b).encode() for b in blocks), stamp.encode())
+class _NodeLines:
+    """One node's label prefixes (per facts version) and its GPUs' lines with the readings
+    they show, so a report formats only the GPUs whose readings moved."""
 
+    __slots__ = ("facts", "gpus", "limits", "name", "prefixes", "sensors", "stamp")
 
-def _gpu_labels(node: NodeState) -> dict[object, tuple[str, GpuView | None]]:
-    """Each GPU's label text and view by index, once per facts version."""
-    return {(i := view.value("index")): _labels_of(node.name, i, view) for view in node.gpus()}
-
-
-def _labels_of(node: str, index: object, view: GpuView | None) -> tuple[str, GpuView | None]:
-    text = label_text(
-        {
-            "node": node,
-            "gpu": str(index),
-            "UUID": (view.text("uuid") if view else None) or "",
-            "pci_bus_id": (view.text("pci_bus_id") if view else None) or "",
-            "model_name": (view.text("name") if view else None) or "",
+    def __init__(self, node: NodeState):
+        self.facts = node.facts
+        self.name = escape(node.name)
+        self.sensors: Sensors | None = None
+        self.stamp = f'{TIMESTAMP[0]}{{node="{self.name}"}} '
+        self.limits = {
+            view.value("index"): view.number("power_limit_watts") for view in node.gpus()
         }
+        self.prefixes: dict[int, tuple] = {}
+        self.gpus: dict[int, tuple[GpuSensors, tuple[str, ...]]] = {}
+
+    def render(self, sensors: Sensors) -> tuple[bytes, ...]:
+        """One bytes per family (FAMILIES order), then the node's timestamp line."""
+        self.sensors = sensors
+        rows = []
+        for gpu in sensors.gpus:
+            held = self.gpus.get(gpu.index)
+            if held is None or held[0] != gpu:
+                held = self.gpus[gpu.index] = (gpu, self._gpu_lines(gpu))
+            rows.append(held[1])
+        if len(self.gpus) > len(rows):  # a GPU left the report: forget its lines
+            reported = {g.index for g in sensors.gpus}
+            self.gpus = {i: held for i, held in self.gpus.items() if i in reported}
+        stamp = f"{self.stamp}{_number(sensors.at.timestamp())}\n"
+        if not rows:  # a node without GPUs still reports (an empty report): its time only
+            return (*(b"" for _ in FAMILIES), stamp.encode())
+        return (*("".join(block).encode() for block in zip(*rows, strict=True)), stamp.encode())
+
+    def _gpu_lines(self, gpu: GpuSensors) -> tuple[str, ...]:
+        prefixes = self.prefixes.get(gpu.index)
+        if prefixes is None:
+            prefixes = self.prefixes[gpu.index] = _prefixes(self.name, gpu.index)
+        out: list[str] = []
+        for source, prefix in zip(_SOURCES, prefixes, strict=True):
+            if source == CLOCK_EVENTS:
+                mask = gpu.clock_event_reasons
+                out.append(
+                    ""
+                    if mask is None
+                    else "".join(
+                        f"{p}{'1.0' if mask & bit else '0.0'}\n"
+                        for p, (_, bit) in zip(prefix, _REASONS, strict=True)
+                    )
+                )
+                continue
+            value = self.limits.get(gpu.index) if source == POWER_LIMIT else getattr(gpu, source)
+            out.append("" if value is None else f"{prefix}{_number(value)}\n")
+        return tuple(out)
+
+
+def _prefixes(node: str, index: int) -> tuple:
+    """Each family's line up to the value for GPU `index` (labels sorted, as prometheus_client
+    writes them); the clock events' family has one per reason."""
+    labels = f'gpu="{index}",node="{node}"'
+    return tuple(
+        tuple(f'{name}{{{labels},reason="{r}"}} ' for r, _ in _REASONS)
+        if source == CLOCK_EVENTS
+        else f"{name}{{{labels}}} "
+        for name, _, _, source in FAMILIES
     )
-    return text, view
+
+
+def _number(value: float) -> str:
+    """floatToGoString's text: below a million in size it is Python's repr of the float
+    (Go turns to exponents only from there), which skips its checks for the common case."""
+    return repr(float(value)) if -1e6 < value < 1e6 else floatToGoString(value)

@@ -9,7 +9,7 @@ joined page is kept until a node's lines change again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 
 __all__ = ["Families", "escape", "label_text"]
@@ -63,6 +63,22 @@ class Families:
                 parts.extend(map(itemgetter(i), rows))
             self._text = b"".join(parts)
         return self._text
+
+    def pieces(self, per: int) -> Iterator[bytes]:
+        """What `render` joins, as the nodes are now, in pieces of `per` nodes' lines of one
+        family: for a page too big to join at once on the event loop (the sensor gauges)."""
+        if self._order is None:
+            self._order = sorted(self._lines)
+        rows = list(map(self._lines.__getitem__, self._order))
+
+        def pieces() -> Iterator[bytes]:
+            for i, header in enumerate(self._headers):
+                yield header
+                column = itemgetter(i)
+                for start in range(0, len(rows), per):
+                    yield b"".join(map(column, rows[start : start + per]))
+
+        return pieces()
 
 
 def escape(value: str) -> str:

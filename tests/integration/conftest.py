@@ -68,9 +68,11 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.
     return proc.returncode
 
 
-def scrape(aggregator: Aggregator) -> list[tuple[str, dict[str, str], float]]:
-    """Every sample on the aggregator's /metrics as (name, labels, value)."""
-    text = aggregator.get("/metrics").text
+def scrape(
+    aggregator: Aggregator, path: str = "/metrics"
+) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample on the aggregator's /metrics (or `path`) as (name, labels, value)."""
+    text = aggregator.get(path).text
     return [
         (s.name, s.labels, s.value)
         for family in text_string_to_metric_families(text)

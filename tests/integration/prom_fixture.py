@@ -78,7 +78,8 @@ class Prometheus:
 
 
 def start_prometheus(workdir: Path, jobs: Mapping[str, str]) -> Prometheus:
-    """Prometheus scraping each job's one target (job name -> host:port), once all are up."""
+    """Prometheus scraping each job's one target (job name -> host:port, or host:port/path
+    for another path than /metrics), once all are up."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail(
@@ -91,7 +92,11 @@ def start_prometheus(workdir: Path, jobs: Mapping[str, str]) -> Prometheus:
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": ["rules.yml"],  # relative to the config file's directory
         "scrape_configs": [
-            {"job_name": job, "static_configs": [{"targets": [target]}]}
+            {
+                "job_name": job,
+                "static_configs": [{"targets": [target.partition("/")[0]]}],
+                "metrics_path": "/" + (target.partition("/")[2] or "metrics"),
+            }
             for job, target in jobs.items()
         ],
     }
@@ -130,6 +135,12 @@ def start_prometheus(workdir: Path, jobs: Mapping[str, str]) -> Prometheus:
 
 @pytest.fixture
 def prometheus(aggregator: Aggregator, tmp_path: Path) -> Iterator[Prometheus]:
-    prom = start_prometheus(tmp_path / "prometheus", {"plumb": f"127.0.0.1:{aggregator.http_port}"})
+    prom = start_prometheus(
+        tmp_path / "prometheus",
+        {
+            "plumb": f"127.0.0.1:{aggregator.http_port}",
+            "plumb-sensors": f"127.0.0.1:{aggregator.http_port}/metrics/sensors",
+        },
+    )
     yield prom
     stop(prom.proc)

@@ -28,7 +28,7 @@ def test_without_anonymous_read_every_query_needs_a_token_but_probes_and_metrics
             assert body["code"] == "unauthenticated" and "PLUMB_API_TOKEN" in body["hint"]
             assert _get(agg, path, "Bearer-but-unknown-0123456789").status_code == 401
             assert _get(agg, path, READ_TOKEN).status_code == 200
-        for path in ("/healthz", "/readyz", "/metrics"):
+        for path in ("/healthz", "/readyz", "/metrics", "/metrics/sensors"):
             assert _get(agg, path).status_code == 200, path
         # A browser asking for the page is sent to the sign-in form instead.
         page = _get(agg, "/")
@@ -42,8 +42,9 @@ def test_metrics_need_the_read_scope_when_not_public(tmp_path):
     env = {**NO_ANONYMOUS, "PLUMB_API__PUBLIC_METRICS": "false"}
     agg = Aggregator(tmp_path, extra_env=env).start()
     try:
-        assert _get(agg, "/metrics").status_code == 401
-        assert "plumb_" in _get(agg, "/metrics", READ_TOKEN).text
+        for path in ("/metrics", "/metrics/sensors"):
+            assert _get(agg, path).status_code == 401, path
+            assert "# TYPE plumb_" in _get(agg, path, READ_TOKEN).text, path
         assert _get(agg, "/readyz").status_code == 200
     finally:
         agg.stop()

@@ -1,4 +1,4 @@
-"""GPU sensor readings through a real `plumb serve`: gauges on /metrics and the node's
+"""GPU sensor readings through a real `plumb serve`: gauges on /metrics/sensors and the node's
 `sensors` block, never history or findings, gone when the agent goes."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from conftest import scrape, until
 
 
 def _temperatures(aggregator, node: str) -> dict[str, float]:
-    """GPU index -> temperature, as /metrics shows it for `node`."""
+    """GPU index -> temperature, as /metrics/sensors shows it for `node`."""
     return {
         labels["gpu"]: value
-        for name, labels, value in scrape(aggregator)
+        for name, labels, value in scrape(aggregator, "/metrics/sensors")
         if name == "plumb_gpu_temperature_celsius" and labels["node"] == node
     }
 
@@ -33,20 +33,24 @@ def test_readings_are_gauges_without_history_or_findings_and_go_with_the_agent(
     )
     assert all(29.0 <= t <= 37.0 for t in seen)
 
-    samples = scrape(aggregator)
+    samples = scrape(aggregator, "/metrics/sensors")
     (gpu3,) = [
         lb
         for n, lb, _ in samples
         if n == "plumb_gpu_power_draw_watts" and lb["node"] == "warm" and lb["gpu"] == "3"
     ]
+    assert gpu3 == {"node": "warm", "gpu": "3"}  # the rest joins in from plumb_gpu_info
+    stack = scrape(aggregator)
     (info,) = [
         lb
-        for n, lb, _ in samples
+        for n, lb, _ in stack
         if n == "plumb_gpu_info" and lb["node"] == "warm" and lb["gpu"] == "3"
     ]
-    assert gpu3["UUID"] == info["UUID"] and gpu3["UUID"].startswith("GPU-")
-    assert gpu3["model_name"] == "NVIDIA H100 80GB HBM3"
-    assert gpu3["pci_bus_id"] == "00000000:42:00.0"  # FakeNvml: bus 0x18 + 0x0E * 3
+    assert info["UUID"].startswith("GPU-")
+    assert info["model_name"] == "NVIDIA H100 80GB HBM3"
+    assert info["pci_bus_id"] == "00000000:42:00.0"  # FakeNvml: bus 0x18 + 0x0E * 3
+    # /metrics keeps the stack: no reading is on it.
+    assert not [n for n, _, _ in stack if n.startswith("plumb_gpu_") and n != "plumb_gpu_info"]
     assert any(
         n == "plumb_node_sensors_timestamp_seconds" and lb == {"node": "warm"}
         for n, lb, _ in samples
@@ -64,11 +68,7 @@ def test_readings_are_gauges_without_history_or_findings_and_go_with_the_agent(
     agent.proc.wait()
     until(lambda: not _temperatures(aggregator, "warm"), what="the gauges gone")
     assert aggregator.json("/v1/nodes/warm")["sensors"] is None
-    assert not any(
-        lb.get("node") == "warm"
-        for n, lb, _ in scrape(aggregator)
-        if n.startswith("plumb_gpu_") and n != "plumb_gpu_info"
-    )
+    assert not any(lb.get("node") == "warm" for _, lb, _ in scrape(aggregator, "/metrics/sensors"))
 
 
 HEALTH_SERIES = {
@@ -84,7 +84,7 @@ def _gpu3(aggregator, node: str) -> dict[tuple[str, str], float]:
     """(series, reason) -> value of GPU 3's HEALTH_SERIES on `node`."""
     return {
         (name, labels.get("reason", "")): value
-        for name, labels, value in scrape(aggregator)
+        for name, labels, value in scrape(aggregator, "/metrics/sensors")
         if name in HEALTH_SERIES and labels["node"] == node and labels["gpu"] == "3"
     }
 

@@ -75,8 +75,9 @@ def fleet():
     return state, verdicts, nodes, sensors
 
 
-def page(*series) -> str:
-    return b"".join(p for s in series for p in s.render()).decode()
+def page(nodes: NodeSeries, sensors: SensorSeries | None = None) -> str:
+    """/metrics' node families, then (where given) /metrics/sensors' page."""
+    return b"".join([*nodes.render(), *(sensors.pieces() if sensors else ())]).decode()
 
 
 def samples(text: str) -> dict[str, set[tuple[tuple, float]]]:
@@ -117,8 +118,9 @@ def test_the_page_of_a_small_fleet_reads_as_written_by_hand():
     }
     # b was restored: it has no report time (the store had none) and no readings.
     assert got["plumb_node_last_report_timestamp_seconds"] == {(lb(node="a"), 1796126400.0)}
-    assert got["plumb_gpu_temperature_celsius"] == {(lb(node="a", **GPU0), 41.0)}
-    assert got["plumb_gpu_power_draw_watts"] == {(lb(node="a", **GPU0), 120.5)}
+    # The readings carry node and gpu; plumb_gpu_info above joins the rest in.
+    assert got["plumb_gpu_temperature_celsius"] == {(lb(node="a", gpu="0"), 41.0)}
+    assert got["plumb_gpu_power_draw_watts"] == {(lb(node="a", gpu="0"), 120.5)}
     assert got["plumb_node_sensors_timestamp_seconds"] == {(lb(node="a"), 1796126400.0)}
     # One HELP and one TYPE per family, though its samples come from two nodes.
     for family in text_string_to_metric_families(text):
@@ -140,7 +142,7 @@ def test_a_change_re_renders_that_node_only():
     info = {dict(labels)["node"]: dict(labels) for labels, _ in got["plumb_node_info"]}
     assert info["a"]["driver_version"] == "580.105.08"
     assert info["b"]["driver_version"] == "570.86.15"
-    assert got["plumb_gpu_temperature_celsius"] == {(lb(node="a", **GPU0), 44.0)}
+    assert got["plumb_gpu_temperature_celsius"] == {(lb(node="a", gpu="0"), 44.0)}
     assert got["plumb_gpu_power_draw_watts"] == set()  # not in the new report
     # b's lines are the very bytes rendered before: nothing of it was formatted again.
     assert nodes._stack.get("b") is before_b[0]

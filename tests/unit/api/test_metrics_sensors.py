@@ -1,4 +1,4 @@
-"""Sensor gauges: each GPU's latest readings with dcgm-exporter's labels, gone with the stream."""
+"""Sensor gauges: each GPU's latest readings labelled `node` and `gpu`, gone with the stream."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from plumb import facts as wire
 from plumb.aggregator.metrics.sensors import SensorSeries
+from plumb.aggregator.metrics.text import Families
 from plumb.aggregator.state.live import LiveState, Sensors
 from plumb.aggregator.state.replicas import Membership
 from plumb.sensors import GpuSensors
@@ -20,14 +21,13 @@ FACTS = {
     "gpus[0].power_limit_watts": wire.Reading.ok(700.0),
 }
 AT = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)  # 1796126400 s after the epoch
-LABELS = (
-    'UUID="GPU-6d0c0f7e-3f1b-4d47-9c43-4d6b4f0d2a11",gpu="0",'
-    'model_name="NVIDIA H100 80GB HBM3",node="n1",pci_bus_id="00000000:18:00.0"'
-)
+# Labels sorted by name, as prometheus_client writes them; UUID and the model join in
+# from plumb_gpu_info on /metrics.
+LABELS = 'gpu="0",node="n1"'
 
 
 def _text(series: SensorSeries) -> str:
-    return b"".join(series.render()).decode()
+    return b"".join(series.pieces()).decode()
 
 
 def _render(state: LiveState) -> str:
@@ -37,7 +37,7 @@ def _render(state: LiveState) -> str:
     return _text(series)
 
 
-def test_each_reading_is_a_gauge_labelled_as_dcgm_exporter_labels_it():
+def test_each_reading_is_a_gauge_labelled_with_its_node_and_gpu():
     state = LiveState()
     node = state.node("n1", AT)
     node.facts = FACTS
@@ -183,3 +183,72 @@ def test_clock_events_are_a_gauge_per_reason_and_counters_are_totals():
     assert f"plumb_gpu_nvlink_crc_flit_errors_total{{{LABELS}}} 7.0\n" in text
     assert families["plumb_gpu_pcie_replays"].type == "counter"  # the parser drops _total
     assert [s.value for s in families["plumb_gpu_pcie_replays"].samples] == [150.0]
+
+
+def test_a_report_formats_only_the_gpus_whose_readings_moved():
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = {**FACTS, "gpus[1].index": wire.Reading.ok(1)}
+    node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=41), GpuSensors(1, 40)))
+    series = SensorSeries(state, Membership("r1", tailing=False))
+    series.touched("n1")
+    gpu1 = series._nodes["n1"].gpus[1][1]
+    node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=42), GpuSensors(1, 40)))
+    series.touched("n1")
+    assert series._nodes["n1"].gpus[1][1] is gpu1  # equal readings: the lines kept
+    text = _text(series)
+    assert 'plumb_gpu_temperature_celsius{gpu="0",node="n1"} 42.0\n' in text
+    assert 'plumb_gpu_temperature_celsius{gpu="1",node="n1"} 40.0\n' in text
+    # GPU 1 has no power limit among the facts: no sample, rather than a made-up one.
+    assert 'plumb_gpu_power_limit_watts{gpu="1"' not in text
+
+
+def test_values_read_as_prometheus_client_writes_them():
+    # Go's %g as floatToGoString writes it: Python's repr below a million, exponents from it.
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = FACTS
+    cases = {  # memory used (bytes) -> its text
+        0: "0.0",
+        999_999: "999999.0",
+        1_000_000: "1e+06",
+        536_870_912: "5.36870912e+08",
+        85_899_345_920: "8.589934592e+10",
+    }
+    series = SensorSeries(state, Membership("r1", tailing=False))
+    for used, text in cases.items():
+        node.sensors = Sensors(AT, (GpuSensors(0, memory_used_bytes=used),))
+        series.touched("n1")
+        assert f"plumb_gpu_memory_used_bytes{{{LABELS}}} {text}\n" in _text(series), used
+    node.sensors = Sensors(AT, (GpuSensors(0, power_draw_watts=0.125, gpu_utilization_ratio=1.0),))
+    series.touched("n1")
+    assert f"plumb_gpu_power_draw_watts{{{LABELS}}} 0.125\n" in _text(series)
+    assert f"plumb_gpu_utilization_ratio{{{LABELS}}} 1.0\n" in _text(series)
+
+
+def test_the_page_in_pieces_is_the_page_joined_at_once():
+    families = Families([("a", "A.", "gauge"), ("b", "B.", "gauge")])
+    for name in ("n3", "n1", "n2"):
+        families.set(
+            name, (f'a{{node="{name}"}} 1.0\n'.encode(), f'b{{node="{name}"}} 2.0\n'.encode())
+        )
+    pieces = list(families.pieces(2))
+    assert pieces == [
+        b"# HELP a A.\n# TYPE a gauge\n",
+        b'a{node="n1"} 1.0\na{node="n2"} 1.0\n',
+        b'a{node="n3"} 1.0\n',
+        b"# HELP b B.\n# TYPE b gauge\n",
+        b'b{node="n1"} 2.0\nb{node="n2"} 2.0\n',
+        b'b{node="n3"} 2.0\n',
+    ]
+    assert b"".join(pieces) == families.render()
+
+
+def test_a_report_without_gpus_shows_only_when_it_came():
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = {}
+    node.sensors = Sensors(AT, ())
+    text = _render(state)
+    assert "plumb_gpu_temperature_celsius{" not in text
+    assert 'plumb_node_sensors_timestamp_seconds{node="n1"} 1.7961264e+09\n' in text

@@ -20,7 +20,12 @@ from plumb.aggregator.process import open_process
 from plumb.aggregator.settings import AggregatorSettings
 
 ADMIN, READ = "admin-token-0123456789", "read-token-0123456789"
-OPEN = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+OPEN = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/metrics/sensors"),
+}
 # The sign-in form and what it needs: answered without a token, never with the fleet.
 SIGN_IN = {
     ("GET", "/login"),

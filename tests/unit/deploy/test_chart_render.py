@@ -626,3 +626,14 @@ def test_schema_rejects_bad_embedding_values(helm, values_file, bad):
     result = helm("template", "plumb", str(CHART), "-f", str(values_file(bad)), check=False)
     assert result.returncode != 0
     assert "schema" in result.stderr
+
+
+def test_the_sensor_gauges_are_a_second_endpoint_on_their_own_interval(render, find_object):
+    endpoints = find_object(render(ALL_ON), "ServiceMonitor")["spec"]["endpoints"]
+    assert [(e["path"], e["interval"]) for e in endpoints] == [
+        ("/metrics", "30s"),
+        ("/metrics/sensors", "30s"),
+    ]
+    off = {**ALL_ON, "serviceMonitor": {**ALL_ON["serviceMonitor"], "sensors": {"enabled": False}}}
+    endpoints = find_object(render(off), "ServiceMonitor")["spec"]["endpoints"]
+    assert [e["path"] for e in endpoints] == ["/metrics"]

@@ -69,7 +69,11 @@ def h100(driver: str = RECIPE_DRIVER, gpus: int = 2) -> dict[str, Reading]:
     return {path: Reading.ok(value) for path, value in facts.items()}  # type: ignore[arg-type]
 
 
-def make(writer: RecordingWriter | None = None, touched: Callable[[str], None] | None = None):
+def make(
+    writer: RecordingWriter | None = None,
+    touched: Callable[[str], None] | None = None,
+    sensed: Callable[[str], None] | None = None,
+):
     clock = Clock()
     state = LiveState()
     drift = DriftEngine(CATALOG.drift, clock, xids=CATALOG.xids)
@@ -83,6 +87,7 @@ def make(writer: RecordingWriter | None = None, touched: Callable[[str], None] |
         counted.append,
         touched or (lambda name: None),
         clock,
+        sensed=sensed or (lambda name: None),
         replica="r1",
         write_heartbeats=False,
         keep_history=True,
@@ -213,21 +218,26 @@ def test_only_nodes_silent_longer_than_the_expiry_are_removed():
 
 def test_every_change_of_what_a_node_shows_touches_it_after_the_change():
     state_of: list[LiveState] = []
-    touched, seen = [], []
+    told, seen = [], []
 
-    def touch(name: str) -> None:
-        # Each touch must see the change already made: metrics render the node right then.
-        touched.append(name)
-        seen.append(_shown(state_of[0], name))
+    def tell(how: str):
+        def told_of(name: str) -> None:
+            # Each must see the change already made: metrics render the node right then.
+            told.append((how, name))
+            seen.append(_shown(state_of[0], name))
 
-    intake, state, _, _, _ = make(touched=touch)
+        return told_of
+
+    intake, state, _, _, _ = make(touched=tell("touched"), sensed=tell("sensed"))
     state_of.append(state)
     report(intake, h100(), 1, session="s1")
     intake.heartbeat("gpu-1")
     intake.sensors("gpu-1", "s1", ())
     intake.disconnected("gpu-1", "s1")
     intake.remove(state.get("gpu-1"))  # type: ignore[arg-type]
-    assert touched == ["gpu-1"] * 5
+    # New readings change nothing but the sensor gauges: only they are told.
+    assert [how for how, _ in told] == ["touched", "touched", "sensed", "touched", "touched"]
+    assert {name for _, name in told} == {"gpu-1"}
     first, beat, sensed, down, gone = seen
     assert first[0] is True and first[1] is not None  # connected, with its report time
     assert beat[1] > first[1]

@@ -1,0 +1,141 @@
+"""What one SensorReport costs the aggregator: decoding it, keeping it, rendering its gauges.
+
+Builds one dgx-h100 node (8 GPUs) from the agent's collectors on the simulated node, as
+fleet.py does, and feeds it reports in which 30 % of its GPUs (`--churn`) are 1 °C warmer
+every other report, as `fleet.py --sensor-churn 0.3` sends them. Each report goes the way
+the servicer takes one: `ConnectRequest` parsed from its bytes, `limits.check_sensors`, the
+node's readings replaced, then what the intake tells (`MetricsPage.sensed`). The process CPU
+time per report is the figure; `--profile` prints cProfile's top functions.
+
+`--before FILE` measures a former metrics/sensors.py instead (e.g. `git show
+e8c8a2a:aggregator/metrics/sensors.py > /tmp/old.py`), with what a report touched then: that
+module's SensorSeries, the node's /metrics lines and its list row.
+
+    .venv/bin/python bench/sensor_report.py [--before /tmp/old.py]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib.util
+import pstats
+import random
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from harness import write_result
+from prometheus_client import CollectorRegistry
+
+from plumb.agent.collect import collect_all, sensors
+from plumb.agent.simulate.node import Simulation
+from plumb.agent.simulate.profile import profile_path
+from plumb.aggregator.api.models import NodeOut
+from plumb.aggregator.core import NodeRows
+from plumb.aggregator.drift import DriftEngine
+from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.ingest import limits
+from plumb.aggregator.metrics.collectors import MetricsPage
+from plumb.aggregator.metrics.nodes import NodeSeries
+from plumb.aggregator.metrics.sensors import SensorSeries
+from plumb.aggregator.recipes import ResolutionCache, load_catalog
+from plumb.aggregator.settings import IngestSettings, RecipeSettings
+from plumb.aggregator.state.live import LiveState, Sensors, utcnow
+from plumb.aggregator.state.replicas import Membership
+from plumb.facts import content_hash
+from plumb.sensors import to_proto
+from plumb.v1 import agent_pb2
+
+
+def _reports(n: int, churn: float, work: Path) -> tuple[dict, list[bytes]]:
+    """The node's facts, and `n` serialized ConnectRequests carrying its readings."""
+    sources = Simulation(str(profile_path("dgx-h100")), "n", work).sources()
+    facts, readings = collect_all(sources), sensors.read(sources)
+    rng = random.Random(1)
+    moving = {g.index for g in readings if rng.random() < churn}
+    out = []
+    for i in range(n):
+        gpus = [
+            replace(g, temperature_celsius=g.temperature_celsius + i % 2)
+            if g.index in moving and g.temperature_celsius is not None
+            else g
+            for g in readings
+        ]
+        out.append(agent_pb2.ConnectRequest(sensors=to_proto(gpus)).SerializeToString())
+    return facts, out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reports", type=int, default=20000)
+    p.add_argument("--churn", type=float, default=0.3)
+    p.add_argument("--before", type=Path, help="a former metrics/sensors.py to measure")
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--name", default=None, help="result file name (default: none written)")
+    args = p.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        facts, reports = _reports(args.reports, args.churn, Path(tmp))
+    catalog = load_catalog()
+    state = LiveState()
+    node = state.node("n1", utcnow())
+    node.facts = node.reported = facts
+    node.content_hash = content_hash(facts)
+    node.connected, node.last_report_at, node.session_id = True, utcnow(), "s1"
+    evaluator = Evaluator(
+        state,
+        ResolutionCache(catalog),
+        RecipeSettings(),
+        DriftEngine(catalog.drift, utcnow, xids=catalog.xids),
+    )
+    evaluator.node_changed(node)
+    membership = Membership("r1", tailing=False)
+    nodes = NodeSeries(state, evaluator, membership)
+    if args.before:
+        spec = importlib.util.spec_from_file_location("sensors_before", args.before)
+        old = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(old)  # type: ignore[union-attr]
+        series = old.SensorSeries(state, membership)
+        rows = NodeRows(state, evaluator, lambda o: NodeOut.of(o).model_dump(mode="json"))
+
+        def told(name: str) -> None:  # the intake touched everything the node shows
+            nodes.touched(name)
+            series.touched(name)
+            rows.touched(name)
+    else:
+        told = MetricsPage(CollectorRegistry(), nodes, SensorSeries(state, membership)).sensed
+    settings = IngestSettings()
+
+    def run() -> None:
+        for raw in reports:
+            msg = agent_pb2.ConnectRequest.FromString(raw)
+            gpus = limits.check_sensors(msg.sensors, settings)
+            node.sensors = Sensors(utcnow(), gpus)
+            told("n1")
+
+    profiler = cProfile.Profile() if args.profile else None
+    cpu = time.process_time()
+    if profiler:
+        profiler.runcall(run)
+    else:
+        run()
+    cpu = time.process_time() - cpu
+    per_us = cpu / len(reports) * 1e6
+    result = {
+        "code": str(args.before) if args.before else "this tree",
+        "reports": len(reports),
+        "churn": args.churn,
+        "cpu_us_per_report": round(per_us, 1),
+        "cores_at_10000_nodes_every_15_s": round(per_us * 1e-6 * 10000 / 15, 3),
+    }
+    print(result)
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(18)
+    if args.name:
+        write_result(args.name, result)
+
+
+if __name__ == "__main__":
+    main()
