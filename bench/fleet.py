@@ -1031,7 +1031,9 @@ async def main() -> None:
         help="send sensor reports, this fraction of GPUs 1 °C warmer or cooler each time "
         "(default: no sensor reports)",
     )
-    p.add_argument("--sensor-interval-s", type=float, default=15.0, help="agents' (default 15)")
+    p.add_argument(
+        "--sensor-interval-s", type=float, default=30.0, help="agents' (default 30, theirs)"
+    )
     p.add_argument("--settle-s", type=float, default=10.0)
     p.add_argument("--window-s", type=float, default=120.0)
     p.add_argument("--probes", type=int, default=20)
