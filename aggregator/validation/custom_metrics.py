@@ -15,14 +15,12 @@ no adapter is installed. The synchronous `kubernetes` client runs in threads.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubernetes import client
 
 from plumb.aggregator.recipes.check_catalog import CheckDef
-
-if TYPE_CHECKING:  # kubernetes.py dispatches here, so it cannot be imported at run time
-    from plumb.aggregator.validation.kubernetes import Kube, Verdict
+from plumb.aggregator.validation.kube import Kube, Verdict
 
 __all__ = ["APISERVICE", "GROUP", "VERSION", "custom_metrics_api"]
 

@@ -23,7 +23,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -33,18 +32,14 @@ from plumb import nccltests
 from plumb.aggregator.recipes import Catalog
 from plumb.aggregator.recipes.check_catalog import CheckDef, Minimum
 from plumb.aggregator.state.views import gpu_views
+from plumb.aggregator.validation.kube import CHECK_LABEL, GPU_RESOURCE, Kube, Verdict
 from plumb.aggregator.validation.stack import stack_of
 from plumb.facts import Reading
-
-if TYPE_CHECKING:  # kubernetes.py dispatches here, so it cannot be imported at run time
-    from plumb.aggregator.validation.kubernetes import Kube, Verdict
 
 __all__ = ["NCCL_PAIR", "Pair", "RunNodes", "choose_pair", "grade", "manifests", "nccl_pair"]
 
 log = logging.getLogger(__name__)
 
-GPU_RESOURCE = "nvidia.com/gpu"  # as kubernetes.py's GPU Jobs request
-CHECK_LABEL = "plumb.dev/check"  # every Plumb validation workload carries it
 PAIR_LABEL = "plumb.dev/nccl-pair"  # selects both pods of one run (the Service's selector)
 ROLE_LABEL = "plumb.dev/role"
 ROLES = ("launcher", "worker")
