@@ -96,7 +96,6 @@ DENIED = [
     ("create", "resourceclaims", "resource.k8s.io", "default"),
     ("create", "podgroups", "scheduling.run.ai", "default"),
     ("list", "resourceclaims", "resource.k8s.io", None),
-    ("create", "resourceclaims", "resource.k8s.io", "plumb"),
     # custom-metrics-api reads one metric, not whatever else the adapter serves.
     ("get", "pods/DCGM_FI_DEV_FB_USED", "custom.metrics.k8s.io", "gpu-operator"),
     ("get", "pods", "custom.metrics.k8s.io", "gpu-operator"),
