@@ -262,3 +262,17 @@ def test_flux_cr_releases_depend_on_their_subscription_and_retry_until_the_crd(
     retries = {n: s["install"]["remediation"]["retries"] for n, s in releases.items()}
     assert retries == {"nfd-ocp": -1, "gpu-operator-ocp": -1, "nfd-ocp-olm": 3,
                        "gpu-operator-ocp-olm": 3, "cert-manager-ocp-olm": 3}  # fmt: skip
+
+
+def test_helmfile_waits_for_the_crds_in_presync_hooks_of_the_cr_releases(catalog, ocp) -> None:
+    bundle = build(ocp, catalog, BundleOptions.parse("helmfile"))
+    releases = {r["name"]: r for r in yaml.safe_load(bundle.files["helmfile.yaml"])["releases"]}
+    for name, crd in CRDS.items():
+        assert releases[name]["hooks"] == [
+            {"events": ["presync"], "showlogs": True, "command": "kubectl",
+             "args": ["wait", "--for=create", f"crd/{crd}", "--timeout", "10m"]},
+            {"events": ["presync"], "showlogs": True, "command": "kubectl",
+             "args": ["wait", "--for=condition=established", f"crd/{crd}", "--timeout", "10m"]},
+        ]  # fmt: skip
+    assert "hooks" not in releases["nfd-ocp-olm"]
+    assert releases["nfd-ocp"]["needs"] == ["openshift-nfd/nfd-ocp-olm"]
