@@ -1,7 +1,7 @@
 """`GET /v1/mirror`: the charts and images of the recipe for criteria, for air-gapped installs,
-as Plumb's list or as Hauler or Zarf documents (aggregator/mirror.py). `POST /v1/mirror` takes
-the recipe route's body instead: criteria, a node (its live facts), an AICR snapshot, or an
-AICR RecipeCriteria."""
+as Plumb's list or as Hauler, Zarf or oc-mirror documents (aggregator/mirror.py).
+`POST /v1/mirror` takes the recipe route's body instead: criteria, a node (its live facts), an
+AICR snapshot, or an AICR RecipeCriteria."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ class MirrorQuery(CriteriaIn):
 @router.get("/mirror")
 async def mirror(core: CoreDep, q: Annotated[MirrorQuery, Query()]) -> dict[str, Any]:
     """The recipe's charts and images as `documents`: one for `yaml` (Plumb's list) and
-    `zarf`, Hauler's Charts and Images for `hauler`. `plumb mirror list` writes them as YAML."""
+    `zarf` and `oc-mirror`, Hauler's Charts and Images for `hauler`. `plumb mirror list` writes
+    them as YAML."""
     resolution = core.recipes.resolve(q.criteria())
     # Reads the manifest components' templates and defaults from the recipe folder.
     listed = await asyncio.to_thread(MirrorList.of, resolution, core.catalog)

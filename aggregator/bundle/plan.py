@@ -3,6 +3,8 @@
 Each release has a folder ``NNN-<component>``. A ``helm`` component points at its upstream
 chart, pinned to the recipe's version; a ``manifest`` component becomes a local chart built
 from its templates under ``recipes/<source>/`` (their ``values.yaml`` holds the defaults).
+A release whose custom resources need CRDs another release's operator installs later (OLM)
+names them in ``crds``, for the deployers to wait on.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Release:
     dependencies: tuple[str, ...]
     chart_files: Mapping[str, str]  # a local chart's files, relative to ``folder``
     dynamic: tuple[DynamicValue, ...] = ()  # values given at install time, absent from values
+    crds: tuple[str, ...] = ()  # CRDs to be established before install (registry ``crds``)
 
     @property
     def folder(self) -> str:
@@ -112,6 +115,7 @@ def plan(recipe: Recipe, catalog: Catalog, options: BundleOptions) -> list[Relea
             dependencies=comp.dependencies,
             chart_files={},
             dynamic=dynamic.get(name, ()),
+            crds=catalog.registry[name].crds,
         )
         if comp.type == "manifest":
             release = _with_local_chart(release, templates[name])

@@ -1,5 +1,6 @@
 """`plumb mirror list`: the charts and images of a recipe, for air-gapped installs, as YAML to
-stdout (Plumb's list, Hauler manifests or a Zarf package) for a pipeline to hand on.
+stdout (Plumb's list, Hauler manifests, a Zarf package or an oc-mirror ImageSetConfiguration)
+for a pipeline to hand on.
 
 The recipe comes as `plumb recipe` takes it: criteria flags, an AICR criteria file
 (`--criteria`), a saved AICR snapshot (`--snapshot`) or a node's live facts (`--node`). Asks the
@@ -48,7 +49,8 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="yaml (Plumb's list), hauler (Charts and Images manifests) or zarf (zarf.yaml)",
+        help="yaml (Plumb's list), hauler (Charts and Images manifests), zarf (zarf.yaml) or"
+        " oc-mirror (an ImageSetConfiguration: OLM catalogs, charts, images)",
         parser=choices.one_of("format", _formats, default="yaml"),
     ),
 ]

@@ -18,6 +18,14 @@ Severity = Literal["critical", "warning", "info"]
 Name = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$", max_length=63)
 
 
+def _plural_dot_group(crds: tuple[str, ...]) -> tuple[str, ...]:
+    """CRD names as `kubectl get crd` gives them, or ValueError naming the bad ones."""
+    bad = [c for c in crds if "." not in c]
+    if bad:
+        raise ValueError(f"a CRD is named <plural>.<group>: {bad}")
+    return crds
+
+
 class Strict(BaseModel):
     """Base of every recipe model: no unknown keys, immutable once loaded."""
 
@@ -112,6 +120,14 @@ class RegistryComponent(Strict):
     values_key: str | None = None
     node_scheduling: NodeScheduling = NodeScheduling()
     storage_class_paths: tuple[str, ...] = ()  # where a bundle's --storage-class goes
+    # CRDs (<plural>.<group>) a manifest's custom resources need: another component's operator
+    # installs them later (OLM), so a bundle waits until they are established before applying.
+    crds: tuple[str, ...] = ()
+
+    @field_validator("crds")
+    @classmethod
+    def _crd_names(cls, crds: tuple[str, ...]) -> tuple[str, ...]:
+        return _plural_dot_group(crds)
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> RegistryComponent:
@@ -167,11 +183,8 @@ class PlatformHealth(Strict):
 
     @field_validator("crds")
     @classmethod
-    def _plural_dot_group(cls, crds: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [c for c in crds if "." not in c]
-        if bad:
-            raise ValueError(f"a CRD is named <plural>.<group>: {bad}")
-        return crds
+    def _crd_names(cls, crds: tuple[str, ...]) -> tuple[str, ...]:
+        return _plural_dot_group(crds)
 
 
 class Mixin(Strict):

@@ -6,9 +6,11 @@ installs and ``dependsOn`` carries the recipe's dependencies. Local charts come 
 ``kustomization.yaml`` lists every object, for ``kubectl apply -k`` or a Flux Kustomization.
 A ``--dynamic`` value comes from the ConfigMap ``<component>-dynamic`` in ``flux-system``
 (``valuesFrom`` with a ``targetPath``, not optional), which the cluster's owner creates at
-install time; the release waits, not Ready, until it exists. It refuses ``--vendor-charts``
-(Flux fetches charts from a source it reaches) and ``--readiness-hooks`` (each HelmRelease
-already installs with Helm's wait, and ``dependsOn`` holds the next until it is Ready).
+install time; the release waits, not Ready, until it exists. A release whose custom resources
+need CRDs an operator installs later retries its install without limit. It refuses
+``--vendor-charts`` (Flux fetches charts from a source it reaches) and ``--readiness-hooks``
+(each HelmRelease already installs with Helm's wait, and ``dependsOn`` holds the next until
+it is Ready).
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ def _release(r: Release, source: dict[str, str]) -> dict[str, Any]:
                 "interval": INTERVAL,
             }
         },
-        "install": {"createNamespace": True, "remediation": {"retries": 3}},
+        # A release of custom resources retries until its operator's CRDs exist (OLM makes
+        # them after the Subscription it depends on is Ready): -1 is Flux's "no limit".
+        "install": {"createNamespace": True, "remediation": {"retries": -1 if r.crds else 3}},
         "upgrade": {"remediation": {"retries": 3}},
     }
     if r.dependencies:

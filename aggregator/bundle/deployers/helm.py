@@ -7,7 +7,9 @@ shellcheck; every argument is quoted by ``shlex.quote``. ``--dynamic`` values co
 environment variables, checked before anything installs and passed as ``--set-literal``
 (a string in the recipe) or ``--set``; with ``--vendor-charts`` each upstream chart installs
 from its ``chart.tgz``; with ``--readiness-hooks`` ``readiness.sh`` waits for a release's
-workloads to roll out before the next release installs.
+workloads to roll out before the next release installs. A release whose custom resources
+need CRDs another release's operator installs later (an OLM CSV) waits, always, until each
+exists and is established (``kubectl wait --for=create``, then ``condition=established``).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ release() {{
   echo "==> $name ($namespace)"
   run helm "${{args[@]}}"
 }}
-{ready}
+{ready}{crds}
 {releases}
 echo "deployed {count} release(s)"
 """
@@ -125,6 +127,20 @@ done
 echo "    $namespace: ${#workloads[@]} workload(s) ready"
 """
 
+_CRDS = """
+CRD_TIMEOUT="${CRD_TIMEOUT:-10m}"
+# crds NAME...: wait until each CRD exists and is established; an operator OLM installs from
+# a Subscription creates its CRDs minutes later, and no custom resource applies before them
+crds() {
+  local crd
+  for crd in "$@"; do
+    echo "==> waiting for CRD $crd (up to $CRD_TIMEOUT)"
+    run kubectl wait --for=create "crd/$crd" --timeout "$CRD_TIMEOUT"
+    run kubectl wait --for=condition=established "crd/$crd" --timeout "$CRD_TIMEOUT"
+  done
+}
+"""
+
 _USAGE = """\
 ## Apply with Helm
 
@@ -152,6 +168,13 @@ The upstream charts are in the bundle (`NNN-<component>/chart.tgz`, listed with 
 and SHA-256 in `charts.yaml`): deploy.sh installs from them and needs no chart repository.
 """
 
+_USAGE_CRDS = """
+Before a release whose custom resources need an operator's CRDs (an OLM Subscription's
+operator installs them once its CSV succeeds), deploy.sh waits until each CRD exists and is
+established, up to `CRD_TIMEOUT` (default 10m) each: this needs kubectl >= 1.31
+(`kubectl wait --for=create`).
+"""
+
 _USAGE_READY = """
 After each release, deploy.sh runs `readiness.sh NAMESPACE`: `kubectl rollout status` of
 every Deployment, DaemonSet and StatefulSet in the release's namespace, up to
@@ -165,14 +188,16 @@ def _q(*words: str) -> str:
 
 
 def _install(r: Release, options: BundleOptions) -> str:
-    """The ``release`` line of ``r``, then its ``ready`` line under readiness hooks."""
+    """The ``release`` line of ``r``, after a ``crds`` line when it needs CRDs and before its
+    ``ready`` line under readiness hooks."""
+    wait = "crds " + _q(*r.crds) + "\n" if r.crds else ""
     vendored = options.vendor_charts and not r.local
     chart = f"./{r.vendored}" if vendored else r.chart_ref
     repo = "" if r.local or r.oci or vendored else r.source or ""
     line = "release " + _q(r.name, r.namespace, r.folder, chart, r.version, repo)
     for d in r.dynamic:  # path and name are [A-Za-z0-9_.-]: safe inside double quotes
         line += f' {"--set-literal" if d.text else "--set"} "{d.dotted}=${d.env}"'
-    return line + (f"\nready {_q(r.namespace)}" if options.readiness_hooks else "")
+    return wait + line + (f"\nready {_q(r.namespace)}" if options.readiness_hooks else "")
 
 
 def render(releases: list[Release], options: BundleOptions) -> Output:
@@ -186,6 +211,7 @@ def render(releases: list[Release], options: BundleOptions) -> Output:
                 f"VERSION={shlex.quote(r.version)}\nNAMESPACE={shlex.quote(r.namespace)}\n"
             )
     dynamic = [(r, d) for r in releases for d in r.dynamic]
+    waits = any(r.crds for r in releases)
     checks = "".join(
         f'\n: "${{{d.env}:?{r.name} {d.dotted} is given at install time: export {d.env}=...}}"'
         for r, d in dynamic
@@ -200,6 +226,7 @@ def render(releases: list[Release], options: BundleOptions) -> Output:
         if dynamic
         else "",
         ready=_READY if options.readiness_hooks else "",
+        crds=_CRDS if waits else "",
         releases="\n".join(_install(r, options) for r in releases),
         count=len(releases),
     )
@@ -213,6 +240,8 @@ def render(releases: list[Release], options: BundleOptions) -> Output:
         usage += _USAGE_DYNAMIC.format(exports=exports)
     if options.vendor_charts:
         usage += _USAGE_VENDORED
+    if waits:
+        usage += _USAGE_CRDS
     if options.readiness_hooks:
         files["readiness.sh"] = READINESS
         executables.add("readiness.sh")

@@ -3,7 +3,9 @@
 ``--dynamic`` values come from ``NNN-<component>/dynamic.yaml.gotmpl``, a values file Helmfile
 renders as a template, each value a ``requiredEnv``; ``--vendor-charts`` points a release at
 its ``chart.tgz``; ``--readiness-hooks`` adds a ``postsync`` hook running ``readiness.sh``
-(the helm deployer's), so a release's workloads roll out before the releases that need it.
+(the helm deployer's), so a release's workloads roll out before the releases that need it. A
+release whose custom resources need CRDs an operator installs later has ``presync`` hooks that
+wait until each exists and is established (``kubectl wait``, as the helm deployer's deploy.sh).
 """
 
 from __future__ import annotations
@@ -89,15 +91,23 @@ def render(releases: list[Release], options: BundleOptions) -> Output:
             entry["values"].append(f"{r.folder}/dynamic.yaml.gotmpl")
         if r.dependencies:
             entry["needs"] = [f"{by_name[d].namespace}/{d}" for d in r.dependencies]
+        hooks = [
+            {"events": ["presync"], "showlogs": True, "command": "kubectl",
+             "args": ["wait", f"--for={wait}", f"crd/{crd}", "--timeout", "10m"]}
+            for crd in r.crds
+            for wait in ("create", "condition=established")
+        ]  # fmt: skip
         if options.readiness_hooks:
-            entry["hooks"] = [
+            hooks.append(
                 {
                     "events": ["postsync"],
                     "showlogs": True,
                     "command": "./readiness.sh",
                     "args": [r.namespace, "10m"],
                 }
-            ]
+            )
+        if hooks:
+            entry["hooks"] = hooks
         entries.append(entry)
     doc = {
         "repositories": [repos[k] for k in sorted(repos)],

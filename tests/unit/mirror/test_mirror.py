@@ -100,7 +100,8 @@ def _parsed(listed: MirrorList, fmt: str) -> list[dict]:
 
 def test_plumb_list_names_every_chart_with_its_source_and_the_installers_images(listed):
     [doc] = _parsed(listed, "yaml")
-    assert set(doc) == {"criteria", "content_hash", "charts", "images"}
+    assert set(doc) == {"criteria", "content_hash", "charts", "images", "operators"}
+    assert doc["operators"] == []  # no OLM Subscription outside OpenShift
     assert {k: doc["criteria"][k] for k in CRITERIA} == CRITERIA
     got = {c["component"]: (c["source"], c["chart"], c["version"], c["namespace"])
            for c in doc["charts"]}  # fmt: skip

@@ -159,22 +159,27 @@ def test_an_os_layer_checks_the_nodes_os_release_id(
 def test_openshift_installs_nfd_the_gpu_operator_and_cert_manager_from_olm(catalog) -> None:
     """AICR's ocp overlay: the operators from OperatorHub Subscriptions, every base chart off
     (aicr.md §3.5 "all base comps disabled"); packages, channels and catalogs after AICR's
-    components/*-ocp-olm/values.yaml."""
+    components/*-ocp-olm/values.yaml. Each operator's CR comes after its Subscription, in
+    AICR's order (ADR-010 design notes): nfd-ocp-olm -> nfd-ocp -> gpu-operator-ocp-olm ->
+    gpu-operator-ocp."""
     r = resolve(catalog, Criteria(service="ocp"))
     assert r.applied == ("base", "ocp")
-    assert [c["name"] for c in r.components] == [
+    assert sorted(c["name"] for c in r.components) == [
         "cert-manager-ocp-olm",
+        "gpu-operator-ocp",
         "gpu-operator-ocp-olm",
+        "nfd-ocp",
         "nfd-ocp-olm",
     ]
-    assert r.deployment_order.index("nfd-ocp-olm") < r.deployment_order.index(
-        "gpu-operator-ocp-olm"
-    )
+    gpu_stack = ["nfd-ocp-olm", "nfd-ocp", "gpu-operator-ocp-olm", "gpu-operator-ocp"]
+    assert [n for n in r.deployment_order if n in gpu_stack] == gpu_stack
     assert r.warnings == ()
     namespaces = {c["name"]: c["namespace"] for c in r.components}
     assert namespaces == {
         "nfd-ocp-olm": "openshift-nfd",
+        "nfd-ocp": "openshift-nfd",
         "gpu-operator-ocp-olm": "gpu-operator",
+        "gpu-operator-ocp": "gpu-operator",
         "cert-manager-ocp-olm": "cert-manager-operator",
     }
     assert r.driver_owner.owner == "host"
