@@ -307,8 +307,11 @@ class OwnerRule(_Strict):
 
 
 class DriverOwnership(_Strict):
-    """Who installs a node's driver, inferred from facts: the first rule that holds wins."""
+    """Who installs a node's driver: a recipe deploying none of the `deployed_by` groups (each
+    a set of components that together install it) leaves it to the host; otherwise inferred
+    from facts, the first rule that holds wins."""
 
+    deployed_by: tuple[tuple[str, ...], ...]
     rules: tuple[OwnerRule, ...]
     default: DriverOwner
     default_reason: str

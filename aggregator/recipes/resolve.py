@@ -229,8 +229,8 @@ def _driver_owner(
     for pattern, owner in configured.items():
         if fnmatchcase(pool, pattern):
             return DriverOwner(owner, f"configured for pools {pattern!r}", "configured")
-    deployed = [layer.components.get(n) for n in ("gpu-operator", "driver")]
-    if any(patch is None or patch.enabled is False for patch in deployed):
+    rules = catalog.drift.driver_owner
+    if not any(all(_deploys(layer, n) for n in group) for group in rules.deployed_by):
         return DriverOwner(
             "host", "the recipe deploys no driver through the GPU Operator", "recipe"
         )
@@ -238,11 +238,15 @@ def _driver_owner(
         return DriverOwner(
             "operator", "the recipe deploys the driver through the GPU Operator", "recipe"
         )
-    rules = catalog.drift.driver_owner
     for rule in rules.rules:
         if evaluate(rule.when, view).status == "pass":
             return DriverOwner(rule.owner, rule.reason, "facts")
     return DriverOwner(rules.default, rules.default_reason, "default")
+
+
+def _deploys(layer: Layer, component: str) -> bool:
+    patch = layer.components.get(component)
+    return patch is not None and patch.enabled is not False
 
 
 def _failure(catalog: Catalog, overlay: Overlay, view: NodeView) -> str | None:

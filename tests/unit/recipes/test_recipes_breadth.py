@@ -182,7 +182,7 @@ def test_openshift_installs_nfd_the_gpu_operator_and_cert_manager_from_olm(catal
         "gpu-operator-ocp": "gpu-operator",
         "cert-manager-ocp-olm": "cert-manager-operator",
     }
-    assert r.driver_owner.owner == "host"
+    assert r.driver_owner.owner == "operator"  # the ClusterPolicy builds it
 
 
 def test_dynamo_deploys_grove_beside_the_platform(catalog) -> None:

@@ -62,3 +62,10 @@ def test_configuration_overrides_the_facts_per_pool(catalog, make_facts, as_of):
 def test_a_recipe_without_facts_says_the_operator_deploys_its_driver(catalog):
     got = resolve(catalog, EKS_H100).to_dict()["driver_owner"]
     assert (got["owner"], got["source"]) == ("operator", "recipe")
+
+
+def test_on_openshift_the_cluster_policy_deploys_the_driver(catalog):
+    # The ocp overlay turns the GPU Operator's Helm chart off; its ClusterPolicy
+    # (gpu-operator-ocp) has the operator build the driver with the Driver Toolkit.
+    got = resolve(catalog, Criteria(service="ocp", accelerator="h100")).to_dict()["driver_owner"]
+    assert (got["owner"], got["source"]) == ("operator", "recipe")
