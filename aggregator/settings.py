@@ -106,7 +106,8 @@ class ValidationSettings(BaseModel):
     # covers the network and the agent's queue.
     grace_s: float = Field(10.0, ge=0)
     # A run's global deadline when the request gives none: a full performance phase is about
-    # 15 min of timeouts per node, nodes run in parallel.
+    # 15 min of timeouts per node, nodes run in parallel. A plan whose GPU-exclusive checks
+    # take longer in turn (the two-node NCCL checks, 20 min each) gets that bound instead.
     default_deadline_s: float = Field(1800.0, gt=0)
     # Runs kept in memory for GET (older ones are read from the store).
     keep_runs: int = Field(50, ge=1)

@@ -27,7 +27,8 @@ class ValidationIn(BaseModel):
     phases: list[PhaseIn] = Field(default_factory=list, max_length=3)
     nodes: list[NodeName] = Field(default_factory=list, max_length=10_000)
     checks: list[CheckId] = Field(default_factory=list, max_length=100)
-    # The run's global deadline; checks still out then are reported as `error`.
+    # The run's global deadline; checks still out (or still waiting for GPUs) then are
+    # reported as `error`. None: validation.default_deadline_s, or the plan's serial bound.
     timeout_s: float | None = Field(None, gt=0, le=24 * 3600)
 
 

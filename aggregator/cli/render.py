@@ -512,6 +512,13 @@ def validation_table(run: dict) -> Sheet:
         f"[{colour}]{verdict}[/]: {p['pass']} pass, {p['fail']} fail, {p['error']} error, "
         f"{p['warn']} warn, {p['skip']} skip, {p['pending']} pending of {p['total']}"
     )
+    for w in p.get("waiting_for_gpus", []):
+        sheet.notes.append(
+            escape(
+                f"{', '.join(w['checks'])} ({w['node']}) waits for the GPUs of "
+                f"{', '.join(w['gpus_of'])}, held by {'; '.join(w['held_by'])}"
+            )
+        )
     return sheet
 
 

@@ -40,6 +40,14 @@ def _fetch(server: str, run_id: str, fmt: Format) -> str:
     return resp.text
 
 
+def _waiting(waits: list[dict]) -> str:
+    """The first check waiting for GPUs and what holds them, and how many others wait."""
+    first = waits[0]
+    where = "" if first["node"] == "(cluster)" else f" on {first['node']}"
+    text = f"{first['checks'][0]}{where} waits for GPUs held by {'; '.join(first['held_by'])}"
+    return text + (f" (+{len(waits) - 1} waiting)" if len(waits) > 1 else "")
+
+
 @app.command()
 def validate(
     server: ServerOpt = "http://127.0.0.1:8080",
@@ -92,6 +100,8 @@ def validate(
             while run["state"] != "finished":
                 p = run["progress"]
                 status = f"fail {p['fail']} error {p['error']} warn {p['warn']}"
+                if p["waiting_for_gpus"]:
+                    status += f" · {_waiting(p['waiting_for_gpus'])}"
                 bar.update(task, completed=p["done"], status=status)
                 time.sleep(0.25)
                 run = api_json(server, f"/v1/validations/{run_id}")

@@ -3,7 +3,9 @@
 A check has an id, a phase, where it runs, a severity, a timeout, parameters passed to the
 node, and a remediation. A benchmark's pass mark is a fraction of a peak figure, taken from
 the GPU catalog (``recipes/knowledge/gpus.yaml``) or, for host<->device copies, from the
-GPU's own PCIe link; never one number for every SKU.
+GPU's own PCIe link; never one number for every SKU. A check marked `exclusive: gpus` needs
+every GPU of the nodes it runs on to itself: the orchestrator never runs two such checks on one
+node at once (validation/exclusive.py).
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["CheckDef", "CheckFile", "Checks", "Minimum", "Threshold"]
+__all__ = ["CheckDef", "CheckFile", "Checks", "Exclusive", "Minimum", "Threshold"]
 
 Phase = Literal["deployment", "conformance", "performance"]
 PHASES: tuple[Phase, ...] = ("deployment", "conformance", "performance")
 RunsOn = Literal["aggregator", "agent", "kubernetes", "prometheus"]
 Severity = Literal["critical", "warning", "info"]
+# What a check needs to itself on its nodes while it runs: `gpus`, every GPU (a benchmark, or
+# a workload asking for all of a node's GPUs); two such checks never overlap on a node.
+Exclusive = Literal["gpus"]
 # GPU catalog columns a threshold may use, plus the GPU's PCIe link at its maximum.
 Peak = Literal[
     "bf16_dense_tflops", "peak_memory_bandwidth_tbps", "nvlink_bandwidth_gbps", "pcie_link"
@@ -65,11 +70,14 @@ class CheckDef(_Strict):
     parameters: dict[str, str | int | float] = {}
     threshold: Threshold | None = None
     minima: tuple[Minimum, ...] = ()
+    exclusive: Exclusive | None = None
 
     @model_validator(mode="after")
     def _placement(self) -> CheckDef:
         if self.phase == "deployment" and self.runs_on != "aggregator":
             raise ValueError("deployment checks run in the aggregator")
+        if self.exclusive and self.runs_on not in ("agent", "kubernetes"):
+            raise ValueError("only agent and Kubernetes checks use a node's GPUs exclusively")
         if self.phase == "performance" and self.threshold is None and not self.minima:
             raise ValueError("a performance check needs a threshold or minima")
         return self

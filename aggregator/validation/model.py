@@ -68,6 +68,18 @@ class PlannedCheck:
     runs_on: str
 
 
+@dataclass(frozen=True)
+class GpuWait:
+    """Checks of a run waiting for GPUs that other GPU-exclusive checks hold (progress only,
+    never stored): where their results land, the nodes they need and what holds those now."""
+
+    target: str  # a node, or CLUSTER for a two-node check
+    checks: tuple[str, ...]
+    nodes: tuple[str, ...]
+    held_by: tuple[str, ...]  # "nccl-allreduce-net on a, b", another run's with its id
+    since: datetime
+
+
 @dataclass
 class ValidationRun:
     """One validation: what was asked, and the results so far (missing ones are pending)."""
@@ -80,6 +92,8 @@ class ValidationRun:
     deadline_s: float
     finished_at: datetime | None = None
     results: dict[tuple[str, str], CheckResult] = field(default_factory=dict)
+    # Checks that wait for GPUs now, by (target, first check id); empty once finished.
+    waiting: dict[tuple[str, str], GpuWait] = field(default_factory=dict)
 
     @property
     def state(self) -> State:

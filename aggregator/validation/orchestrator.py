@@ -1,16 +1,24 @@
 """Validation runs: plan the checks, fan node checks out over the agents' streams, collect.
 
 Deployment checks are decided here at once from each node's live facts and resolved recipe.
-Agent checks go to every selected node as one RunChecks message on its open stream, under a
-semaphore bounding the nodes in flight; each node gets the sum of its checks' timeouts plus
-a grace period, and the whole run a global deadline. A node that is not connected, whose
-stream closes mid-run, or that runs past its time gets `error` for the checks still missing:
-a run always finishes. Kubernetes checks run once per run against the API server, beside the
-node checks, and report under the node "(cluster)"; with no Kubernetes client they are
-skipped. Prometheus checks do the same against validation.prometheus_url, skipped without
-it. Results are graded (benchmarks against the GPU's peak), kept in memory for the last runs,
-and stored when the run starts and when it finishes, so a restart lists it and finishes one
-it cut short (Store.finish_interrupted_validations).
+Agent checks go to every selected node as RunChecks messages on its open stream, under a
+semaphore bounding the nodes in flight; each request gets the sum of its checks' timeouts plus
+a grace period, counted from when it is sent, and the whole run a global deadline. A node that
+is not connected, whose stream closes mid-run, or that runs past its time gets `error` for the
+checks still missing: a run always finishes. Kubernetes checks run once per run against the
+API server, beside the node checks, and report under the node "(cluster)"; with no Kubernetes
+client they are skipped. Prometheus checks do the same against validation.prometheus_url,
+skipped without it. Results are graded (benchmarks against the GPU's peak), kept in memory for
+the last runs, and stored when the run starts and when it finishes, so a restart lists it and
+finishes one it cut short (Store.finish_interrupted_validations).
+
+Checks marked `exclusive: gpus` (benchmarks, the two-node NCCL checks) never overlap on a node
+(validation/exclusive.py): a node's exclusive agent checks go as a second request once its
+other checks are in and no two-node check holds its GPUs, and each two-node check waits until
+neither of its nodes is held; everything else still runs at once. A check's timeout starts when
+it starts, not while it waits. Without a deadline in the request, the run's deadline is the
+default or, when longer, the plan's serial bound (every timeout, exclusive work in turn); a
+check still waiting for GPUs when the deadline passes gets `error` saying what held them.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -29,8 +38,9 @@ from plumb.aggregator.recipes.check_catalog import PHASES, CheckDef
 from plumb.aggregator.state.live import LiveState, NodeState
 from plumb.aggregator.validation import wire
 from plumb.aggregator.validation.deployment import DEPLOYMENT
+from plumb.aggregator.validation.exclusive import GpuHolds, serial_bound_s
 from plumb.aggregator.validation.grading import grade, peak_of
-from plumb.aggregator.validation.kubernetes import KUBERNETES, Kube, run_check
+from plumb.aggregator.validation.kubernetes import KUBERNETES, Kube, Verdict, run_check
 from plumb.aggregator.validation.model import (
     CLUSTER,
     CLUSTER_WIDE,
@@ -39,7 +49,7 @@ from plumb.aggregator.validation.model import (
     Stack,
     ValidationRun,
 )
-from plumb.aggregator.validation.nccl_pair import NCCL_PAIR, RunNodes
+from plumb.aggregator.validation.nccl_pair import NCCL_PAIR, Pair, RunNodes, choose_pair
 from plumb.aggregator.validation.prometheus import PROMETHEUS, Prometheus, run_query_check
 from plumb.aggregator.validation.stack import stack_of
 from plumb.aggregator.validation.xids import grade_xids
@@ -86,6 +96,7 @@ class Validator:
         keep_runs: int,
         kube: Kube | None = None,
         prometheus: Prometheus | None = None,
+        run_kube: Callable[[Kube, CheckDef, RunNodes], Awaitable[Verdict]] = run_check,
     ):
         for check in catalog.checks.by_id.values():
             if check.runs_on == "aggregator" and check.id not in DEPLOYMENT:
@@ -94,7 +105,13 @@ class Validator:
                 raise InvalidInput(f"Kubernetes check {check.id!r} is not implemented")
             if check.runs_on == "prometheus" and check.id not in PROMETHEUS:
                 raise InvalidInput(f"Prometheus check {check.id!r} is not implemented")
+            if check.exclusive and check.runs_on == "kubernetes" and check.id not in NCCL_PAIR:
+                raise InvalidInput(
+                    f"check {check.id!r} needs GPUs exclusively, but only the two-node NCCL "
+                    "checks say which nodes a Kubernetes check runs on"
+                )
         self._kube = kube
+        self._run_kube = run_kube  # kubernetes.run_check; a test's fake records when each starts
         self._prometheus = prometheus
         self._catalog = catalog
         self._state = state
@@ -105,6 +122,7 @@ class Validator:
         self._finished = finished  # counts the finished run
         self._clock = clock
         self._parallel = asyncio.Semaphore(max_parallel_nodes)
+        self._holds = GpuHolds()
         self._grace_s = grace_s
         self._default_deadline_s = default_deadline_s
         self._keep_runs = keep_runs
@@ -145,23 +163,52 @@ class Validator:
             chosen = tuple(sorted(n.name for n in self._state.nodes()))
         if not chosen:
             raise InvalidInput("no node to validate", hint="start agents, or name nodes")
+        facts = {n: s.facts for n in chosen if (s := self._state.get(n)) and s.facts}
+        nodes_of = RunNodes(self._catalog, facts)
+        holds = self._cluster_holds(defs, nodes_of)
         run = ValidationRun(
             id=uuid.uuid4().hex,
             phases=tuple(p for p in PHASES if p in {d.phase for d in defs}),
             checks=tuple(PlannedCheck(d.id, d.phase, d.severity, d.runs_on) for d in defs),
             nodes=chosen,
             created_at=self._clock(),
-            deadline_s=deadline_s or self._default_deadline_s,
+            deadline_s=deadline_s
+            or max(self._default_deadline_s, self._serial_bound_s(defs, holds)),
         )
         self._keep(run)
-        task = asyncio.create_task(self._run(run, defs), name=f"validation-{run.id}")
+        task = asyncio.create_task(
+            self._run(run, defs, nodes_of, holds), name=f"validation-{run.id}"
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         log.info(
             "validation started",
-            extra={"run": run.id, "nodes": len(chosen), "checks": len(defs)},
+            extra={
+                "run": run.id,
+                "nodes": len(chosen),
+                "checks": len(defs),
+                "deadline_s": run.deadline_s,
+            },
         )
         return run
+
+    def _serial_bound_s(self, defs: list[CheckDef], holds: Mapping[str, tuple]) -> float:
+        """The plan's serial bound (exclusive.serial_bound_s) over the checks that will run:
+        without a client, cluster checks skip at once."""
+        asked = {"kubernetes": self._kube is not None, "prometheus": self._prometheus is not None}
+        runs = [d for d in defs if d.runs_on not in asked or asked[d.runs_on]]
+        return serial_bound_s(runs, set(holds), self._grace_s)
+
+    def _cluster_holds(self, defs: list[CheckDef], nodes: RunNodes) -> dict[str, tuple[str, ...]]:
+        """The nodes each GPU-exclusive Kubernetes check will hold: its pair, where it has one
+        (where it has none, or there is no client, it skips and holds nothing)."""
+        out = {}
+        for d in defs:
+            if d.exclusive and d.runs_on == "kubernetes" and self._kube is not None:
+                pair = choose_pair(d, nodes)
+                if isinstance(pair, Pair):
+                    out[d.id] = pair.nodes
+        return out
 
     async def attach(self, run: ValidationRun) -> None:
         """A run finished outside Plumb (an external benchmark): kept, counted and stored
@@ -242,7 +289,13 @@ class Validator:
 
     # -- the run -----------------------------------------------------------------------------
 
-    async def _run(self, run: ValidationRun, defs: list[CheckDef]) -> None:
+    async def _run(
+        self,
+        run: ValidationRun,
+        defs: list[CheckDef],
+        nodes: RunNodes,
+        holds: Mapping[str, tuple[str, ...]],
+    ) -> None:
         await self._store(run)
         try:
             async with asyncio.timeout(run.deadline_s):
@@ -251,15 +304,25 @@ class Validator:
                 for node in run.nodes:
                     self._local_checks(run, node, defs)
                 await asyncio.gather(
-                    *(self._cluster(run, d) for d in cluster),
+                    *(self._cluster(run, d, nodes, holds.get(d.id, ())) for d in cluster),
                     *(self._node(run, n, agent) for n in run.nodes if agent),
                 )
         except TimeoutError:
             log.warning("validation deadline", extra={"run": run.id, "s": run.deadline_s})
         finally:
+            now = self._clock()
+            for wait in run.waiting.values():
+                why = (
+                    f"not started: the run's deadline of {run.deadline_s:g} s passed while it "
+                    f"waited {(now - wait.since).total_seconds():.1f} s for the GPUs of "
+                    f"{', '.join(wait.nodes)} (held by {'; '.join(wait.held_by)})"
+                )
+                for check_id in wait.checks:
+                    d = self._catalog.checks.by_id[check_id]
+                    self._record(run, self._result(wait.target, d, "error", why, now))
+            run.waiting.clear()
             for req in [r for r in self._requests.values() if r.run is run]:
                 self._fail_remaining(req, f"the run's deadline of {run.deadline_s:g} s passed")
-            now = self._clock()
             for d in defs:
                 for node in (CLUSTER,) if d.runs_on in CLUSTER_WIDE else run.nodes:
                     if (node, d.id) not in run.results:
@@ -300,41 +363,77 @@ class Validator:
             result = self._result(node, d, status, msg, now)
             self._record(run, _soften(replace(result, details=details, stack=stack), d))
 
-    async def _cluster(self, run: ValidationRun, d: CheckDef) -> None:
-        """One Kubernetes or Prometheus check, once for the cluster; skipped without a client."""
+    async def _cluster(
+        self, run: ValidationRun, d: CheckDef, nodes: RunNodes, held: tuple[str, ...]
+    ) -> None:
+        """One Kubernetes or Prometheus check, once for the cluster; skipped without a client.
+        A GPU-exclusive one first waits until no other holds its nodes (`held`), and sees
+        only those nodes, so the pair it runs on is the one it holds."""
         if d.runs_on == "prometheus":
             if self._prometheus is None:
                 why = "no Prometheus to ask: set validation.prometheus_url"
                 self._record(run, self._result(CLUSTER, d, "skip", f"{why} ({PROMETHEUS_ENV})"))
                 return
-            call = run_query_check(self._prometheus, d, run.nodes)
+            prometheus = self._prometheus
+            await self._timed(run, d, lambda: run_query_check(prometheus, d, run.nodes))
         elif self._kube is None:
             self._record(run, self._result(CLUSTER, d, "skip", "Kubernetes is not configured"))
-            return
+        elif held:
+            kube, only = self._kube, RunNodes(nodes.catalog, {n: nodes.facts[n] for n in held})
+            async with self._gpus(run, CLUSTER, [d], held):
+                await self._timed(run, d, lambda: self._run_kube(kube, d, only))
         else:
-            facts = {n: s.facts for n in run.nodes if (s := self._state.get(n)) and s.facts}
-            call = run_check(self._kube, d, RunNodes(self._catalog, facts))
+            kube = self._kube
+            await self._timed(run, d, lambda: self._run_kube(kube, d, nodes))
+
+    async def _timed(
+        self, run: ValidationRun, d: CheckDef, call: Callable[[], Awaitable[Verdict]]
+    ) -> None:
+        """Start a cluster check now and record its verdict with how long it ran."""
         started = asyncio.get_running_loop().time()
-        status, msg, details = await call
+        status, msg, details = await call()
         took = asyncio.get_running_loop().time() - started
         result = replace(self._result(CLUSTER, d, status, msg), details=details, duration_s=took)
         self._record(run, _soften(result, d))
 
     async def _node(self, run: ValidationRun, node: str, defs: list[CheckDef]) -> None:
+        """A node's agent checks: the shared ones at once; then, once those are in and no
+        other GPU-exclusive check holds the node, its exclusive ones in one request (so one
+        after another on the agent)."""
+        shared = [d for d in defs if not d.exclusive]
+        exclusive = [d for d in defs if d.exclusive]
+        if shared and (why := await self._request(run, node, shared)):
+            for d in exclusive:
+                self._record(run, self._result(node, d, "error", why))
+            return
+        if exclusive:
+            async with self._gpus(run, node, exclusive, (node,)):
+                await self._request(run, node, exclusive)
+
+    def _gpus(
+        self, run: ValidationRun, target: str, defs: list[CheckDef], nodes: tuple[str, ...]
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold the GPUs of `nodes` for `defs`; while waiting, the run's progress says so."""
+        return self._holds.hold_for(run, target, tuple(d.id for d in defs), nodes, self._clock)
+
+    async def _request(self, run: ValidationRun, node: str, defs: list[CheckDef]) -> str | None:
+        """One RunChecks request of `defs` to the node, awaited for their timeouts plus the
+        grace period from now; why the node could not be asked, when it could not."""
         async with self._parallel:
             state = self._state.get(node)
+            why = None
             if state is None or not state.connected:
-                for d in defs:
-                    self._record(run, self._result(node, d, "error", "node not connected"))
-                return
-            request_id = uuid.uuid4().hex
-            specs = [wire.CheckRequest(d.id, d.timeout_s, self._params(d, node)) for d in defs]
-            session = self._send(node, wire.run_checks(request_id, specs))
-            if session is None:
-                for d in defs:
+                why = "node not connected"
+            else:
+                request_id = uuid.uuid4().hex
+                specs = [wire.CheckRequest(d.id, d.timeout_s, self._params(d, node)) for d in defs]
+                session = self._send(node, wire.run_checks(request_id, specs))
+                if session is None:
                     why = "could not queue the request on the node's stream (busy or closed)"
+            if why is not None:
+                for d in defs:
                     self._record(run, self._result(node, d, "error", why))
-                return
+                return why
             stack = stack_of(state.facts, self._catalog)
             req = _NodeRequest(run, node, session, {d.id: d for d in defs}, state.facts, stack)
             self._requests[request_id] = req
@@ -346,6 +445,7 @@ class Validator:
                 self._fail_remaining(req, f"no result within the node's {budget_s:g} s budget")
             finally:
                 del self._requests[request_id]
+            return None
 
     def _params(self, check: CheckDef, node: str) -> dict[str, str]:
         params = {k: str(v) for k, v in check.parameters.items()}

@@ -18,9 +18,9 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 
 from plumb.aggregator import __version__
-from plumb.aggregator.validation.model import CheckResult, Stack, ValidationRun
+from plumb.aggregator.validation.model import CheckResult, GpuWait, Stack, ValidationRun
 
-__all__ = ["ctrf", "junit", "result_json", "run_json", "stack_json"]
+__all__ = ["ctrf", "junit", "result_json", "run_json", "stack_json", "wait_json"]
 
 _CTRF_STATUS = {
     "pass": "passed",
@@ -68,6 +68,17 @@ def result_json(r: CheckResult) -> dict:
     }
 
 
+def wait_json(w: GpuWait) -> dict:
+    """Checks not started yet because other GPU-exclusive checks hold their nodes' GPUs."""
+    return {
+        "node": w.target,
+        "checks": list(w.checks),
+        "gpus_of": list(w.nodes),
+        "held_by": list(w.held_by),
+        "since": _iso(w.since),
+    }
+
+
 def stack_json(s: Stack) -> dict:
     """What the node ran when it measured: its stack hash and twin group."""
     return {"hash": s.hash, "model": s.model, "gpus": s.gpus, "fabric": s.fabric}
@@ -86,7 +97,12 @@ def run_json(run: ValidationRun, *, results: bool = True) -> dict:
         "checks": [c.id for c in run.checks],
         "nodes": list(run.nodes),
         "deadline_s": run.deadline_s,
-        "progress": {"total": run.total, "done": run.total - counts["pending"], **counts},
+        "progress": {
+            "total": run.total,
+            "done": run.total - counts["pending"],
+            **counts,
+            "waiting_for_gpus": [wait_json(w) for w in run.waiting.values()],
+        },
     }
     if results:
         body["results"] = [result_json(r) for r in run.ordered()]
