@@ -98,8 +98,6 @@ def test_a_degraded_node_fails_with_a_reason_and_the_healthy_one_passes(aggregat
         "nccl-allreduce-net",
         "nccl-allreduce-nvls",
         "ai-service-metrics",
-        "nccl-allreduce-net",
-        "nccl-allreduce-nvls",
     }
     assert {results[("(cluster)", c)]["status"] for c in kube} == {"skip"}
     assert run["progress"]["total"] == 2 * (len(run["checks"]) - len(kube)) + len(kube)
