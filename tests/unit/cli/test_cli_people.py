@@ -156,7 +156,7 @@ def test_plumb_server_env_is_the_default_and_a_flag_beats_it(
         ),
         (
             ("recipe", "--service", "ecs"),
-            "unknown service 'ecs'; valid: any, aks, eks, gke, kind, oke, on-prem",
+            "unknown service 'ecs'; valid: any, aks, eks, gke, kind, ocp, oke, on-prem",
         ),
         (("recipe", "--os", "windows"), "valid: any, amazonlinux, cos, ol, rhel, talos, ubuntu"),
         (("recipe", "--intent", "gaming"), "valid: any, inference, training"),
