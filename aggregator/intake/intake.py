@@ -398,6 +398,8 @@ def _changes(old: Mapping[str, Reading], new: Mapping[str, Reading]) -> tuple[Ch
     """The store's change rows from `old` facts to `new`."""
     if old is new:  # a resend of the facts held, with no cluster overlay: nothing to compare
         return ()
+    if not old:  # a node's first facts (a cold sync): every fact is new, nothing to compare
+        return tuple(Change(p, None, r) for p, r in new.items())
     changed, removed = diff(old, new)
     return tuple(Change(p, old.get(p), r) for p, r in changed.items()) + tuple(
         Change(p, old[p], None) for p in removed

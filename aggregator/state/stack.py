@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from plumb.facts import Reading, content_hash
 
@@ -23,4 +24,10 @@ def stack_hash(facts: Mapping[str, Reading], paths: Iterable[str]) -> str:
     """SHA-256 (hex) of the facts whose path, GPU and library indexes as `[]`, is in `paths`;
     the same stack gives the same hash on every node and every replica."""
     wanted = frozenset(paths)
-    return content_hash({p: r for p, r in facts.items() if _INDEX.sub("[]", p) in wanted})
+    return content_hash({p: r for p, r in facts.items() if _unindexed(p) in wanted})
+
+
+@lru_cache(maxsize=1 << 16)
+def _unindexed(path: str) -> str:
+    """`path` with its indexes as `[]`; a fleet has few distinct paths, each done once."""
+    return _INDEX.sub("[]", path)

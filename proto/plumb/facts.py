@@ -341,14 +341,48 @@ def gpu_count(flat: Mapping[str, Reading]) -> int:
 
 def content_digest(flat: Mapping[str, Reading]) -> bytes:
     """SHA-256 of the canonical JSON of ``flat``: the same facts give the same digest on both
-    ends. The stream carries these 32 bytes (``content_sha256``)."""
-    canonical = json.dumps(
-        {path: r.to_json() for path, r in flat.items()},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(canonical.encode()).digest()
+    ends. The stream carries these 32 bytes (``content_sha256``).
+
+    The canonical JSON is ``json.dumps({path: r.to_json()}, sort_keys=True,
+    separators=(",", ":"), ensure_ascii=False)``, built here from each path's and each
+    distinct reading's JSON, encoded once and kept: the aggregator checks every FullFacts
+    it parses, and a fleet repeats the same paths and readings on every node.
+    """
+    body = ",".join([f"{_path_json(p)}:{_reading_json(flat[p])}" for p in sorted(flat)])
+    return hashlib.sha256(("{" + body + "}").encode()).digest()
+
+
+_path_jsons: dict[str, str] = {}
+_reading_jsons: dict[tuple, str] = {}
+
+
+def _canonical(doc: object) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _path_json(path: str) -> str:
+    found = _path_jsons.get(path)
+    if found is None:
+        if len(_path_jsons) >= _SHARED_MAX:
+            _path_jsons.clear()
+        found = _path_jsons[path] = _canonical(path)
+    return found
+
+
+def _reading_json(r: Reading) -> str:
+    value = r.value
+    if (type(value) is str and len(value) > _SHARED_STR_MAX) or (
+        r.error is not None and len(r.error) > _SHARED_STR_MAX
+    ):
+        return _canonical(r.to_json())  # rare and large: not worth keeping
+    # Keyed like _shared_reading: True and 1, or 0.0 and -0.0, are equal but not the same JSON.
+    key = (r.status, type(value), value.hex() if type(value) is float else value, r.error)
+    found = _reading_jsons.get(key)
+    if found is None:
+        if len(_reading_jsons) >= _SHARED_MAX:
+            _reading_jsons.clear()
+        found = _reading_jsons[key] = _canonical(r.to_json())
+    return found
 
 
 def content_hash(flat: Mapping[str, Reading]) -> str:

@@ -88,6 +88,25 @@ def test_apply_then_load_round_trips_every_value_type_and_status(store):
     assert node.content_hash == content_hash(READINGS)  # a restart need not hash the facts
 
 
+def test_values_equal_in_python_but_not_in_type_keep_their_own_type(store):
+    # True == 1, False == 0 and 0.0 == -0.0: each must come back as written, whichever a
+    # batch (or an earlier one) wrote first.
+    first = {"a": Reading.ok(1), "b": Reading.ok(False), "c": Reading.ok(0.0)}
+    second = {"a": Reading.ok(True), "b": Reading.ok(0), "c": Reading.ok(-0.0)}
+    store.apply([_added("n1", first), _added("n2", second)])
+    facts = {n.name: n.facts for n in store.load()}
+    assert [(type(r.value), str(r.value)) for r in facts["n1"].values()] == [
+        (int, "1"),
+        (bool, "False"),
+        (float, "0.0"),
+    ]
+    assert [(type(r.value), str(r.value)) for r in facts["n2"].values()] == [
+        (bool, "True"),
+        (int, "0"),
+        (float, "-0.0"),
+    ]
+
+
 def test_none_fields_leave_the_node_row_unchanged(store):
     store.apply([_added("n", {}, connected=True, boot_id="b-1", agent_version="0.1.0")])
     store.apply([NodeUpdate("n", at(5), last_report_at=at(5))])

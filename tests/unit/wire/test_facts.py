@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -96,6 +99,47 @@ def test_a_heartbeat_carries_the_raw_digest_not_hex():
     digest = wire.content_digest({"driver.driver_version": wire.Reading.ok("550.54.15")})
     beat = agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=2**20, content_sha256=digest))
     assert beat.ByteSize() <= 2 + 2 + 4 + 34
+
+
+def _sha256(canonical: str) -> str:
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_the_hash_is_sha256_of_the_sorted_compact_json_of_the_facts():
+    flat = {
+        "gpus[0].persistence_mode": wire.Reading.ok(True),
+        "driver.driver_version": wire.Reading.ok("550.54.15"),
+        "cuda.cuda_runtime_version": wire.Reading.failed("libcudart: não encontrado"),
+        "fabric.fabric_manager_version": wire.Reading.not_supported(),
+    }
+    canonical = (
+        '{"cuda.cuda_runtime_version":{"error":"libcudart: não encontrado","status":"error",'
+        '"value":null},"driver.driver_version":{"status":"ok","value":"550.54.15"},'
+        '"fabric.fabric_manager_version":{"status":"not_supported","value":null},'
+        '"gpus[0].persistence_mode":{"status":"ok","value":true}}'
+    )
+    assert wire.content_hash(flat) == _sha256(canonical)
+    assert wire.content_hash({}) == _sha256("{}")
+
+
+def test_equal_values_of_another_type_or_sign_hash_apart_in_any_order():
+    # True == 1 and 0.0 == -0.0 in Python; each hashes as its own JSON whichever came first.
+    for value, json_text in [(1, "1"), (True, "true"), (-0.0, "-0.0"), (0.0, "0.0"), (1, "1")]:
+        flat = {"gpus[0].index": wire.Reading.ok(value)}
+        assert wire.content_hash(flat) == _sha256(
+            f'{{"gpus[0].index":{{"status":"ok","value":{json_text}}}}}'
+        )
+
+
+@given(flat_facts())
+def test_the_hash_is_the_canonical_json_of_any_facts(flat):
+    canonical = json.dumps(
+        {p: r.to_json() for p, r in flat.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    assert wire.content_hash(flat) == _sha256(canonical)
 
 
 def test_hash_differs_when_one_fact_differs():
