@@ -48,10 +48,12 @@ class IngestSettings(BaseModel):
     # Hello is answered at once with RESOURCE_EXHAUSTED and a retry hint the agent waits out,
     # instead of every Hello queueing on a saturated loop until agents time out waiting for
     # Welcome. The cap is as many streams as finished in sync_target_s at the rate they
-    # lately finished, within these bounds. 32, also the cap until a rate is known: a fixed
-    # 256 let a loaded core (20 ms a sync, half a core) queue 10 s of work, and agents timed
-    # out waiting for Welcome; the measured rate raises it within a second of syncs.
-    min_syncing_streams: int = Field(32, ge=1)
+    # lately finished, within these bounds. 256, also the cap until a rate is known: the rate
+    # is measured from admitted syncs, so it can only double the cap each second; from 32, a
+    # restarted aggregator refused 168 of 200 reconnecting agents with hints up to 11 s
+    # (tests/integration/faults/test_aggregator_killed.py), and at 2,000 agents 256 resynced
+    # a SIGKILL storm in 65.6 s where 32 took 86.6 s (bench/results/ramp_storm_2000_*.json).
+    min_syncing_streams: int = Field(256, ge=1)
     # A fixed 256 throttled a 10,000-agent cold start whose agents were slow to send their
     # facts (Little's law: 256 in flight at 1 s each is 256 syncs a second at most); 4,096
     # lets the measured rate decide while bounding the streams held half-open.

@@ -1,6 +1,7 @@
 """SIGKILL of the aggregator while 200 agents stream: they reconnect promptly once it is back
-but spread over their reconnect window, resync, and the change history has every change the
-aggregator saw exactly once.
+(its port opens first and holds their streams until the stored nodes are loaded, then the
+syncing cap paces them: ingest/port.py, ingest/syncing.py), resync, and the change history
+has every change the aggregator saw exactly once.
 
 The 200 agents are real StreamClients (gRPC on loopback) in one thread of the test process,
 as bench/fact_to_metric.py runs them: 200 `plumb-agent` processes would not fit two cores.
@@ -9,7 +10,6 @@ as bench/fact_to_metric.py runs them: 200 `plumb-agent` processes would not fit 
 from __future__ import annotations
 
 import signal
-import statistics
 import time
 
 from conftest import scrape, until
@@ -109,8 +109,6 @@ def test_agents_resync_after_sigkill_and_history_is_exact(tmp_path, fleet_factor
         assert restarted.stop() == 0  # SIGTERM: flushes what is buffered
 
     times = sorted(reconnected.values())
-    # Full jitter: the fleet does not come back in one burst.
-    assert statistics.pstdev(times) > 0.1 and times[-1] - times[0] > 0.3, times
     # Promptly: within about one window (1 s) and one probe (0.5 s) of the aggregator being
     # back, although each agent failed several times while it was down (a backoff that grew
     # with those failures would reach 8-20 s).
