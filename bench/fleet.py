@@ -614,14 +614,15 @@ async def wait_connected(http, n: int, timeout_s: float, since: float, welcomed=
     """
     deadline = time.monotonic() + timeout_s
     polls, best = [], 0
-    welcomed_s = None
+    welcomed_s = count = None
     if welcomed is not None:
         while time.monotonic() < deadline:
-            if await welcomed() >= n:
+            if (count := await welcomed()) >= n:
+                welcomed_s = round(time.monotonic() - since, 2)
                 break
             await asyncio.sleep(0.2)
-        welcomed_s = round(time.monotonic() - since, 2)
-    while time.monotonic() < deadline:
+    # Past the deadline one poll still runs, so a timed-out phase says how far it got.
+    while not polls or time.monotonic() < deadline:
         t = time.perf_counter()
         try:
             r = await http.get("/v1/nodes")
@@ -637,10 +638,10 @@ async def wait_connected(http, n: int, timeout_s: float, since: float, welcomed=
                         "welcomed_s": welcomed_s,
                     }
         except httpx.HTTPError:
-            pass
+            polls.append(time.perf_counter() - t)
         # A 10,000-node list costs the aggregator real time: keep the poller under ~1/3 duty.
-        await asyncio.sleep(max(0.5, 2 * polls[-1]) if polls else 0.5)
-    return {"seconds": None, "connected": best, "timed_out_s": timeout_s}
+        await asyncio.sleep(max(0.5, 2 * polls[-1]))
+    return {"seconds": None, "connected": best, "welcomed": count, "timed_out_s": timeout_s}
 
 
 async def wait_ready(http, timeout_s: float = 300.0) -> None:
