@@ -28,7 +28,7 @@ from plumb.aggregator.cli.recipe import (
     Platform,
     Service,
     SnapshotFile,
-    criteria_file_of,
+    criteria_of,
     document_of,
     resolve_here,
 )
@@ -75,15 +75,8 @@ def mirror_list(
     chart's own images are left to Hauler's add-images or `zarf dev find-images`."""
     from plumb.aggregator.mirror import text
 
-    if sum(x is not None for x in (node, criteria_file, snapshot)) > 1:
-        err.print("give at most one of --node, --criteria and --snapshot")
-        raise typer.Exit(EXIT_CODES["invalid_input"])
-    if node and data:
-        err.print("--data lists here from recipe files; --node needs the aggregator's facts")
-        raise typer.Exit(EXIT_CODES["invalid_input"])
     flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
-    criteria: dict[str, Any] = criteria_file_of(criteria_file) if criteria_file else {}
-    criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
+    criteria = criteria_of(flags, node, criteria_file, snapshot, data, "lists")
     if data:
         docs = _list_here(data, snapshot, criteria, format)
     elif node:

@@ -106,6 +106,28 @@ def criteria_file_of(path: Path) -> dict[str, Any]:
         _refuse(path, exc)
 
 
+def criteria_of(
+    flags: dict[str, str],
+    node: str | None,
+    criteria_file: Path | None,
+    snapshot: Path | None,
+    data: Path | None,
+    what: str,
+) -> dict[str, Any]:
+    """The criteria a recipe command was given: an AICR criteria file's, with the flags set
+    away from `any` over them; exit 2 for more than one source, or --node with --data
+    (`what` says what --data does there)."""
+    if sum(x is not None for x in (node, criteria_file, snapshot)) > 1:
+        err.print("give at most one of --node, --criteria and --snapshot")
+        raise typer.Exit(EXIT_CODES["invalid_input"])
+    if node and data:
+        err.print(f"--data {what} here from recipe files; --node needs the aggregator's facts")
+        raise typer.Exit(EXIT_CODES["invalid_input"])
+    criteria: dict[str, Any] = criteria_file_of(criteria_file) if criteria_file else {}
+    criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
+    return criteria
+
+
 def _fetch(
     server: str, node: str | None, snapshot: Path | None, criteria: dict[str, Any]
 ) -> dict[str, Any]:
@@ -167,15 +189,8 @@ def recipe(
     --node's live facts; `plumb recipe list` lists the overlays."""
     if ctx.invoked_subcommand is not None:
         return
-    if sum(x is not None for x in (node, criteria_file, snapshot)) > 1:
-        err.print("give at most one of --node, --criteria and --snapshot")
-        raise typer.Exit(EXIT_CODES["invalid_input"])
-    if node and data:
-        err.print("--data resolves here from recipe files; --node needs the aggregator's facts")
-        raise typer.Exit(EXIT_CODES["invalid_input"])
     flags = dict(service=service, accelerator=accelerator, os=os, intent=intent, platform=platform)
-    criteria: dict[str, Any] = criteria_file_of(criteria_file) if criteria_file else {}
-    criteria.update({k: v for k, v in flags.items() if v != "any" or k not in criteria})
+    criteria = criteria_of(flags, node, criteria_file, snapshot, data, "resolves")
     if data:
         body = resolve_here(data, snapshot, criteria)
     else:
