@@ -102,16 +102,7 @@ def take_dynamic(
     owners: dict[str, Dynamic] = {}
     for dynamic in options.dynamic:
         target, path = _target(recipe, catalog, dynamic)
-        node = values[target]
-        for depth, key in enumerate(path[:-1]):
-            if not isinstance(node.get(key), dict):
-                where = ".".join(path[:depth]) or "(top level)"
-                raise BundleError(
-                    f"--dynamic {dynamic}: {dynamic.component} has no map "
-                    f"{'.'.join(path[: depth + 1])!r}",
-                    hint=f"keys at {where}: {', '.join(sorted(node)) or 'none'}",
-                )
-            node = node[key]
+        node = _parent_map(values[target], path, f"--dynamic {dynamic}", dynamic.component)
         old = node.pop(path[-1], None)
         if isinstance(old, dict | list):
             raise BundleError(
@@ -192,19 +183,32 @@ def _override(values: dict[str, Any], path: tuple[str, ...], override: Override)
     node[path[-1]] = _coerce(old, override)
 
 
-def _merge_at(values: dict[str, Any], path: tuple[str, ...], merge: Merge) -> None:
-    """Put ``merge.value`` at ``path``: a map deep-merges into a map there, all else replaces."""
+def _parent_map(
+    values: dict[str, Any], path: tuple[str, ...], flag: str, component: str, more: str = ""
+) -> dict[str, Any]:
+    """The map holding ``path``'s last key, through maps that exist; BundleError naming the
+    first missing one and the keys beside it (``more`` ends the hint)."""
     node = values
     for depth, key in enumerate(path[:-1]):
         if not isinstance(node.get(key), dict):
             where = ".".join(path[:depth]) or "(top level)"
             raise BundleError(
-                f"{merge.flag} {merge}: {merge.component} has no map "
-                f"{'.'.join(path[: depth + 1])!r}",
-                hint=f"keys at {where}: {', '.join(sorted(node)) or 'none'}; a new subtree is "
-                f"set one level up, as a JSON object",
+                f"{flag}: {component} has no map {'.'.join(path[: depth + 1])!r}",
+                hint=f"keys at {where}: {', '.join(sorted(node)) or 'none'}{more}",
             )
         node = node[key]
+    return node
+
+
+def _merge_at(values: dict[str, Any], path: tuple[str, ...], merge: Merge) -> None:
+    """Put ``merge.value`` at ``path``: a map deep-merges into a map there, all else replaces."""
+    node = _parent_map(
+        values,
+        path,
+        f"{merge.flag} {merge}",
+        merge.component,
+        "; a new subtree is set one level up, as a JSON object",
+    )
     last = path[-1]
     if isinstance(merge.value, Mapping) and isinstance(node.get(last), dict):
         _merge(node[last], merge.value)
