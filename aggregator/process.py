@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import InvalidInput, Unavailable
 from plumb.aggregator.fleet_baselines import FleetBaselines
 from plumb.aggregator.gates import Gates, ValidatedStacks
+from plumb.aggregator.heap import Heap, freeze_long_lived
 from plumb.aggregator.ingest.auth import build_authenticator
 from plumb.aggregator.ingest.port import Port
 from plumb.aggregator.ingest.servicer import Ingest
@@ -112,9 +112,7 @@ class Process:
             log.exception("restoring stored nodes failed; /readyz stays 503 until a restart")
             raise
         self.restored.set()
-        # The restored fleet is long-lived: keep it out of the collector's full passes, which at
-        # 10,000 nodes held the GIL, and so the loop, for ~0.5 s whenever a render triggered one.
-        gc.freeze()
+        freeze_long_lived()  # the restored fleet, out of the collector's full passes (heap.py)
         log.info("state restored", extra={"nodes": len(self.loaded)})
 
 
@@ -373,6 +371,7 @@ async def serve(settings: AggregatorSettings, port: Port) -> None:
     expire_task = asyncio.create_task(p.expire_nodes(), name="node-expiry")
     prune_task = asyncio.create_task(p.retention.run(p.restored), name="retention")
     schedule_task = asyncio.create_task(p.scheduler.run(p.restored), name="validation-schedule")
+    heap_task = asyncio.create_task(Heap(settings.gc_full_pass_s).run(), name="heap")
     port.ready.set_result(p.ingest)  # held streams go on to Hello and Welcome from here
     # Nodes, components and the Lease (aggregator/k8s/cluster.py); None for the demo.
     cluster_task = asyncio.create_task(p.cluster.run(), name="kubernetes") if p.cluster else None
@@ -427,7 +426,7 @@ async def serve(settings: AggregatorSettings, port: Port) -> None:
     http.should_exit = True
     await http_task
     await p.writer.flush(timeout_s=_GRACE_S * 2)
-    housekeeping = (schedule_task, prune_task, expire_task, tail_task, writer_task)
+    housekeeping = (heap_task, schedule_task, prune_task, expire_task, tail_task, writer_task)
     for task in housekeeping:
         task.cancel()
     await asyncio.gather(*housekeeping, return_exceptions=True)

@@ -404,6 +404,10 @@ class AggregatorSettings(BaseSettings):
     log_level: str = "INFO"
     # Text for a terminal; the chart sets json, one object a line for the log pipeline.
     log_format: LogFormat = "text"
+    # The long-lived objects are kept out of the garbage collector's passes (aggregator/heap.py);
+    # every this often one pass walks them all, for cycles that died among them (~1 s at
+    # 10,000 nodes).
+    gc_full_pass_s: float = Field(3600.0, gt=0)
     ingest: IngestSettings = IngestSettings()
     store: StoreSettings = StoreSettings()
     nodes: NodeSettings = NodeSettings()
