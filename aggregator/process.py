@@ -40,6 +40,7 @@ from plumb.aggregator.metrics.collectors import (
     DriftMetrics,
     IngestMetrics,
     LeaderCollector,
+    LoopLag,
     MetricsPage,
     PrunedRows,
     RemediationActions,
@@ -86,6 +87,7 @@ class Process:
     # Loaded from the store, evaluated by `restore` once the ports are open.
     loaded: list[NodeState]
     restored: asyncio.Event
+    loop_lag: LoopLag
 
     async def expire_nodes(self) -> None:
         """Remove nodes gone longer than nodes.expire_after_s, until cancelled; with replicas,
@@ -147,6 +149,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
     membership = Membership(settings.replica.name, tailing=shared)
 
     registry = new_registry(writer)
+    loop_lag = LoopLag(registry)
     drift_metrics = DriftMetrics(registry, state, evaluator, membership)
     page = MetricsPage(
         registry, NodeSeries(state, evaluator, membership), SensorSeries(state, membership)
@@ -320,6 +323,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         cluster,
         loaded,
         restored,
+        loop_lag,
     )
 
 
@@ -372,6 +376,7 @@ async def serve(settings: AggregatorSettings, port: Port) -> None:
     prune_task = asyncio.create_task(p.retention.run(p.restored), name="retention")
     schedule_task = asyncio.create_task(p.scheduler.run(p.restored), name="validation-schedule")
     heap_task = asyncio.create_task(Heap(settings.gc_full_pass_s).run(), name="heap")
+    lag_task = asyncio.create_task(p.loop_lag.run(), name="loop-lag")
     port.ready.set_result(p.ingest)  # held streams go on to Hello and Welcome from here
     # Nodes, components and the Lease (aggregator/k8s/cluster.py); None for the demo.
     cluster_task = asyncio.create_task(p.cluster.run(), name="kubernetes") if p.cluster else None
@@ -426,7 +431,15 @@ async def serve(settings: AggregatorSettings, port: Port) -> None:
     http.should_exit = True
     await http_task
     await p.writer.flush(timeout_s=_GRACE_S * 2)
-    housekeeping = (heap_task, schedule_task, prune_task, expire_task, tail_task, writer_task)
+    housekeeping = (
+        lag_task,
+        heap_task,
+        schedule_task,
+        prune_task,
+        expire_task,
+        tail_task,
+        writer_task,
+    )
     for task in housekeeping:
         task.cancel()
     await asyncio.gather(*housekeeping, return_exceptions=True)

@@ -12,6 +12,8 @@ so tests never share one.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,6 +21,7 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     GCCollector,
+    Histogram,
     Info,
     PlatformCollector,
     ProcessCollector,
@@ -47,6 +50,7 @@ __all__ = [
     "DriftMetrics",
     "IngestMetrics",
     "LeaderCollector",
+    "LoopLag",
     "MetricsPage",
     "StoreCollector",
     "ValidationMetrics",
@@ -297,6 +301,30 @@ class LeaderCollector(Collector):
             "1 while this replica holds the Lease and does the cluster-wide work, else 0.",
             value=1.0 if self._is_leader() else 0.0,
         )
+
+
+class LoopLag:
+    """How late the event loop runs a timer: every stream's Ack, every scrape and every API
+    call waits on the loop, so this is what anything holding it (a render, a collector pass,
+    a big write) costs the rest."""
+
+    PERIOD_S = 0.1
+    BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+    def __init__(self, registry: CollectorRegistry):
+        self.lag = Histogram(
+            "plumb_event_loop_lag_seconds",
+            f"How much later than due the event loop ran a {self.PERIOD_S} s timer.",
+            buckets=self.BUCKETS,
+            registry=registry,
+        )
+
+    async def run(self) -> None:
+        """Time the loop until cancelled."""
+        while True:
+            due = time.monotonic() + self.PERIOD_S
+            await asyncio.sleep(self.PERIOD_S)
+            self.lag.observe(max(0.0, time.monotonic() - due))
 
 
 class MetricsPage:
