@@ -9,6 +9,7 @@ that caused them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from plumb.aggregator.drift import DriftEngine, PoolTally, Transitions
@@ -45,6 +46,10 @@ class Evaluator:
         self._pool_of: dict[str, str] = {}
         self._tallies: dict[str, PoolTally] = {}
         self._majorities: dict[str, dict[str, str]] = {}
+        # Per pool, how many members run each driver version, kept as nodes change: a
+        # scrape reads it without walking the fleet.
+        self._drivers: dict[str, Counter[str]] = {}
+        self._driver_of: dict[str, tuple[str, str]] = {}
 
     def resolution(self, node: NodeState) -> Resolution:
         """The node's recipe: the one evaluated last, else resolved now (not evaluated: a
@@ -63,6 +68,7 @@ class Evaluator:
             self._tallies[old_pool].discard(node.name)
         self.pools.setdefault(new_pool, set()).add(node.name)
         self._pool_of[node.name] = new_pool
+        self._count_driver(node.name, new_pool, node.value("driver.driver_version"))
         tally = self._tallies.setdefault(new_pool, PoolTally(self.drift.rules.pool))
         tally.add(node.name, node.facts)
         majorities = tally.majorities()
@@ -76,6 +82,7 @@ class Evaluator:
         mates' pool findings change if the majority moved without it. The node's own
         transitions first."""
         self.resolutions.pop(name, None)
+        self._count_driver(name, None, None)
         out = [self.drift.forget(name)]
         pool = self._pool_of.pop(name, None)
         if pool is not None:
@@ -86,15 +93,19 @@ class Evaluator:
 
     def pool_driver_versions(self) -> dict[str, int]:
         """Distinct driver versions among the nodes of each pool."""
-        out = {}
-        for pool, names in self.pools.items():
-            versions = {
-                n.value("driver.driver_version")
-                for name in names
-                if (n := self._state.get(name)) is not None
-            }
-            out[pool] = len(versions - {None})
-        return out
+        return {pool: len(self._drivers.get(pool, ())) for pool in self.pools}
+
+    def _count_driver(self, name: str, pool: str | None, version: str | None) -> None:
+        """Count node `name` as running `version` in `pool` (neither: not at all)."""
+        held = self._driver_of.pop(name, None)
+        if held is not None:
+            counts = self._drivers[held[0]]
+            counts[held[1]] -= 1
+            if not counts[held[1]]:
+                del counts[held[1]]
+        if pool is not None and version is not None:
+            self._driver_of[name] = (pool, version)
+            self._drivers.setdefault(pool, Counter())[version] += 1
 
     def _resolve(self, node: NodeState) -> Resolution:
         return self.resolve_facts(node.facts)

@@ -249,3 +249,20 @@ def test_every_change_of_what_a_node_shows_touches_it_after_the_change():
 def _shown(state: LiveState, name: str):
     node = state.get(name)
     return None if node is None else (node.connected, node.last_report_at, node.sensors)
+
+
+def test_pool_driver_versions_follow_changes_and_removals():
+    intake, _, evaluator, _, _ = make()
+    pool = "eks/h100/ubuntu/any/any"  # what h100() resolves to
+    for i, driver in enumerate([RECIPE_DRIVER, RECIPE_DRIVER, "570.86.15"]):
+        facts = h100(driver)
+        intake.report(f"gpu-{i}", 1, facts, content_hash(facts), StreamStart(f"s{i}", "b", "v"))
+    assert evaluator.pool_driver_versions() == {pool: 2}
+    facts = h100(RECIPE_DRIVER)  # the odd one out is upgraded
+    intake.report("gpu-2", 2, facts, content_hash(facts), None)
+    assert evaluator.pool_driver_versions() == {pool: 1}
+    facts = h100("580.95.05")
+    intake.report("gpu-1", 2, facts, content_hash(facts), None)
+    assert evaluator.pool_driver_versions() == {pool: 2}
+    evaluator.forget("gpu-1")
+    assert evaluator.pool_driver_versions() == {pool: 1}
