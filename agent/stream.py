@@ -225,9 +225,18 @@ class StreamClient:
         """Write `msg`; `live`: the seq and digest it tells the aggregator the node's facts are
         at (a facts message or a heartbeat), noted once written."""
         async with self._write_lock:
-            await _write(call, msg)
+            await self._write(call, msg)
             if live is not None:
                 self._live, self._live_at = live, time.monotonic()
+
+    async def _write(self, call: grpc.aio.StreamStreamCall, msg: agent_pb2.ConnectRequest) -> None:
+        """Every message goes out here, under the write lock."""
+        try:
+            await call.write(msg)
+        except asyncio.InvalidStateError as exc:
+            # The aggregator ended the stream after our last read: a lost connection to
+            # reconnect from, not a crash of the client's loop.
+            raise ConnectionError(f"stream already ended: {exc}") from exc
 
     async def _send_sensors(self, call: grpc.aio.StreamStreamCall, gpus: list[GpuSensors]) -> None:
         """Write the readings `gpus`; standing in for a heartbeat when the session says so,
@@ -237,7 +246,7 @@ class StreamClient:
         async with self._write_lock:
             if self._sensors_beat:
                 report.seq, report.content_sha256 = self._live
-            await _write(call, agent_pb2.ConnectRequest(sensors=report))
+            await self._write(call, agent_pb2.ConnectRequest(sensors=report))
             if self._sensors_beat:
                 self._live_at = time.monotonic()
 
@@ -332,15 +341,6 @@ class StreamClient:
         """`read()` on a worker thread (NVML may stall), never beside another read."""
         async with self._reading:
             return await asyncio.to_thread(read)
-
-
-async def _write(call: grpc.aio.StreamStreamCall, msg: agent_pb2.ConnectRequest) -> None:
-    try:
-        await call.write(msg)
-    except asyncio.InvalidStateError as exc:
-        # The aggregator ended the stream after our last read: a lost connection to
-        # reconnect from, not a crash of the client's loop.
-        raise ConnectionError(f"stream already ended: {exc}") from exc
 
 
 def reconnect_delay(
