@@ -3,7 +3,10 @@
 One connection at a time. Full facts go out once per connection (and on Resync), then
 only deltas; a heartbeat carries the content hash so the aggregator can tell when it
 has lost track. Sensor readings travel apart: a SensorReport at most every
-`sensor_interval_s`, once the session has sent its full facts, never diffed or hashed.
+`sensor_interval_s`, once the session has sent its full facts, never diffed or hashed. Where
+the aggregator's Welcome says it takes them so (ReportSettings.sensors_heartbeat), each report
+also carries what a heartbeat would, and stands in for it: a node with readings sends one
+message per interval, not two, and heartbeats only when no report went out.
 Connections are retried forever: once the aggregator accepts TCP again, after a delay
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
@@ -78,6 +81,7 @@ class StreamClient:
         self._sense = sense
         self._settings = settings
         self._heartbeat_s = settings.heartbeat_interval_s
+        self._sensors_beat = False  # whether this session's SensorReports stand in for heartbeats
         self._resync = asyncio.Event()
         self.connections = 0
 
@@ -164,6 +168,7 @@ class StreamClient:
         welcome = first.welcome
         if welcome.report_settings.heartbeat_interval_s > 0:
             self._heartbeat_s = welcome.report_settings.heartbeat_interval_s
+        self._sensors_beat = welcome.report_settings.sensors_heartbeat and self._sense is not None
         self.connections += 1
         log.info("stream opened", extra={"session": welcome.session_id, "target": self._target})
         self._resync.clear()
@@ -172,6 +177,10 @@ class StreamClient:
         # Facts and sensors are read on worker threads, one read of the node at a time.
         self._reading = asyncio.Lock()
         self._facts_sent = asyncio.Event()
+        # (seq, digest) of the last facts message written, and when a message last told the
+        # aggregator so (facts, a heartbeat, or a SensorReport standing in for one).
+        self._live: tuple[int, bytes] = (0, b"")
+        self._live_at = time.monotonic()
         self._check_requests: asyncio.Queue = asyncio.Queue(maxsize=_MAX_PENDING_CHECK_REQUESTS)
         reader = asyncio.create_task(self._read(call))
         reporter = asyncio.create_task(self._report(call))
@@ -207,14 +216,39 @@ class StreamClient:
                     log.warning("check requests full", extra={"request": msg.run_checks.request_id})
                     await self._refuse(call, msg.run_checks, "agent has too many check requests")
 
-    async def _send(self, call: grpc.aio.StreamStreamCall, msg: agent_pb2.ConnectRequest) -> None:
+    async def _send(
+        self,
+        call: grpc.aio.StreamStreamCall,
+        msg: agent_pb2.ConnectRequest,
+        live: tuple[int, bytes] | None = None,
+    ) -> None:
+        """Write `msg`; `live`: the seq and digest it tells the aggregator the node's facts are
+        at (a facts message or a heartbeat), noted once written."""
         async with self._write_lock:
-            try:
-                await call.write(msg)
-            except asyncio.InvalidStateError as exc:
-                # The aggregator ended the stream after our last read: a lost connection to
-                # reconnect from, not a crash of the client's loop.
-                raise ConnectionError(f"stream already ended: {exc}") from exc
+            await self._write(call, msg)
+            if live is not None:
+                self._live, self._live_at = live, time.monotonic()
+
+    async def _write(self, call: grpc.aio.StreamStreamCall, msg: agent_pb2.ConnectRequest) -> None:
+        """Every message goes out here, under the write lock."""
+        try:
+            await call.write(msg)
+        except asyncio.InvalidStateError as exc:
+            # The aggregator ended the stream after our last read: a lost connection to
+            # reconnect from, not a crash of the client's loop.
+            raise ConnectionError(f"stream already ended: {exc}") from exc
+
+    async def _send_sensors(self, call: grpc.aio.StreamStreamCall, gpus: list[GpuSensors]) -> None:
+        """Write the readings `gpus`; standing in for a heartbeat when the session says so,
+        with the seq and digest read under the write lock, so they never lag a facts message
+        written before them (the aggregator would refuse a seq going back)."""
+        report = sensors_proto(gpus)
+        async with self._write_lock:
+            if self._sensors_beat:
+                report.seq, report.content_sha256 = self._live
+            await self._write(call, agent_pb2.ConnectRequest(sensors=report))
+            if self._sensors_beat:
+                self._live_at = time.monotonic()
 
     async def _run_checks(self, call: grpc.aio.StreamStreamCall) -> None:
         """Run each RunChecks request's checks in order, answering each as it finishes."""
@@ -255,16 +289,22 @@ class StreamClient:
             await self._send(call, agent_pb2.ConnectRequest(check_result=result))
 
     async def _report(self, call: grpc.aio.StreamStreamCall) -> None:
-        """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat.
+        """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat
+        when nothing told the aggregator the facts are as held for a heartbeat interval.
 
         Runs until the session cancels it (the stream ended, or the agent is stopping).
         """
         seq = 1  # seq of the last facts message; heartbeats repeat it
         facts = await self._read_node(self._collect)
         digest = wire.content_digest(facts)
-        await self._send(call, _full(seq, digest, facts))
+        await self._send(call, _full(seq, digest, facts), (seq, digest))
         self._facts_sent.set()
-        last_sent = time.monotonic()
+        beat_s = self._heartbeat_s
+        if self._sensors_beat and self._settings.sensor_interval_s <= self._heartbeat_s:
+            # Reports come often enough: a heartbeat is the fallback for one that did not go
+            # out (no readings, a failed read), and waits a poll more, so that a report due
+            # at the same moment is not doubled by one.
+            beat_s += self._settings.poll_interval_s
         while True:
             await woken(self._resync, timeout_s=self._settings.poll_interval_s)
             current = await self._read_node(self._collect)
@@ -272,23 +312,16 @@ class StreamClient:
                 self._resync.clear()
                 seq += 1
                 digest = wire.content_digest(current)
-                await self._send(call, _full(seq, digest, current))
+                await self._send(call, _full(seq, digest, current), (seq, digest))
             elif current != facts:
                 seq += 1
                 changed, removed = wire.diff(facts, current)
                 digest = wire.content_digest(current)
-                await self._send(call, _delta(seq, digest, changed, removed))
-            elif time.monotonic() - last_sent >= self._heartbeat_s:
-                await self._send(
-                    call,
-                    agent_pb2.ConnectRequest(
-                        heartbeat=agent_pb2.Heartbeat(seq=seq, content_sha256=digest)
-                    ),
-                )
-            else:
-                continue
+                await self._send(call, _delta(seq, digest, changed, removed), (seq, digest))
+            elif time.monotonic() - self._live_at >= beat_s:
+                beat = agent_pb2.Heartbeat(seq=seq, content_sha256=digest)
+                await self._send(call, agent_pb2.ConnectRequest(heartbeat=beat), (seq, digest))
             facts = current
-            last_sent = time.monotonic()
 
     async def _report_sensors(self, call: grpc.aio.StreamStreamCall) -> None:
         """Once the full facts are out, the GPUs' latest readings every `sensor_interval_s`.
@@ -301,7 +334,7 @@ class StreamClient:
         while True:
             gpus = await self._read_node(self._sense)
             if gpus:
-                await self._send(call, agent_pb2.ConnectRequest(sensors=sensors_proto(gpus)))
+                await self._send_sensors(call, gpus)
             await asyncio.sleep(self._settings.sensor_interval_s)
 
     async def _read_node(self, read: Callable[[], T]) -> T:

@@ -149,6 +149,15 @@ class NodeRows:
         held.severities, held.last_report_at = severities, node.last_report_at
         held.row = NodeRow(self._render(overview_of(node, ev)))
 
+    def seen(self, name: str) -> None:
+        """Only node `name`'s report time moved (a heartbeat): swap that field of its row."""
+        node, held = self._state.get(name), self._held.get(name)
+        if node is None or held is None:
+            self.touched(name)
+        elif held.last_report_at != node.last_report_at:
+            held.row = held.row.reported(node.last_report_at)
+            held.last_report_at = node.last_report_at
+
     def rows(self, *, pool: str | None = None, drifted: bool | None = None) -> list[NodeRow]:
         """Every node's row, by name, optionally only one pool or drift state."""
         if len(self._held) != len(self._state):  # restored, not yet evaluated: rare

@@ -162,6 +162,11 @@ async def open_process(settings: AggregatorSettings) -> Process:
         page.touched(name)
         rows.touched(name)
 
+    def seen(name: str) -> None:
+        """Only a node's report time moved: the one line and field that show it."""
+        page.seen(name)
+        rows.seen(name)
+
     intake = Intake(
         state,
         writer,
@@ -169,6 +174,7 @@ async def open_process(settings: AggregatorSettings) -> Process:
         drift_metrics.count,
         touched,
         utcnow,
+        seen=seen,
         sensed=page.sensed,
         replica=settings.replica.name,
         write_heartbeats=shared,

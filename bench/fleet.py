@@ -139,11 +139,11 @@ def _clients():
         welcomed_at = 0.0
         ack_s: list[float] | None = None
 
-        async def _send(self, call, msg):
+        async def _write(self, call, msg):
             CountingClient.sent_bytes += msg.ByteSize()
             if self.ack_s is not None and msg.WhichOneof("message") == "delta":
                 self._delta_sent = (msg.delta.seq, time.perf_counter())
-            await super()._send(call, msg)
+            await super()._write(call, msg)
 
         async def _read(self, call):
             await super()._read(_AckTimer(call, self))

@@ -111,7 +111,7 @@ def main() -> None:
     def run() -> None:
         for raw in reports:
             msg = agent_pb2.ConnectRequest.FromString(raw)
-            gpus = limits.check_sensors(msg.sensors, settings)
+            gpus = limits.check_sensors(msg.sensors, 0, settings)
             node.sensors = Sensors(utcnow(), gpus)
             told("n1")
 

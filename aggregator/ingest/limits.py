@@ -170,10 +170,13 @@ def check_heartbeat(beat: agent_pb2.Heartbeat, held_seq: int) -> None:
 
 
 def check_sensors(
-    report: facts_pb2.SensorReport, settings: IngestSettings
+    report: facts_pb2.SensorReport, held_seq: int, settings: IngestSettings
 ) -> tuple[sensors.GpuSensors, ...]:
     """The readings of a SensorReport; Refused, naming the field, for more GPUs than a node
-    may report, a GPU index past that bound, a GPU twice, or a value no GPU reports."""
+    may report, a GPU index past that bound, a GPU twice, or a value no GPU reports; and,
+    when it stands in for a heartbeat (carries content_sha256), as a Heartbeat for its seq."""
+    if report.content_sha256 and report.seq < held_seq:
+        raise _backwards("SensorReport", report.seq, held_seq, "at least")
     _check_gpus(len(report.gpus), settings)
     for i, gpu in enumerate(report.gpus):
         if gpu.index >= settings.max_gpus_per_node:

@@ -3,7 +3,9 @@
 Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap,
 before any FullFacts, or on a hash that disagrees after applying it; Heartbeat -> Resync
 when its hash differs; SensorReport -> nothing (the latest readings are kept; one before
-any FullFacts is ignored, as the node does not exist yet). A malformed message, or one
+any FullFacts is ignored, as the node does not exist yet), or, when it carries a heartbeat's
+seq and content_sha256 (Welcome said ReportSettings.sensors_heartbeat), what a Heartbeat gets
+as well, the readings kept either way. A malformed message, or one
 that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
 with INVALID_ARGUMENT, and one over the size limit with RESOURCE_EXHAUSTED, before
 anything is stored. A Hello beyond what the aggregator takes at once (too many streams
@@ -50,6 +52,7 @@ from plumb.aggregator.state.live import LiveState, utcnow
 from plumb.aggregator.store import Writer
 from plumb.aggregator.validation import Validator
 from plumb.aggregator.validation.wire import agent_result
+from plumb.sensors import GpuSensors
 from plumb.v1 import agent_pb2, agent_pb2_grpc, facts_pb2
 
 log = logging.getLogger(__name__)
@@ -106,7 +109,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                     welcome=agent_pb2.Welcome(
                         session_id=session.id,
                         report_settings=agent_pb2.ReportSettings(
-                            heartbeat_interval_s=self._settings.heartbeat_interval_s
+                            heartbeat_interval_s=self._settings.heartbeat_interval_s,
+                            sensors_heartbeat=True,
                         ),
                     )
                 )
@@ -223,10 +227,10 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if kind == "delta":
             return self._delta(session, msg.delta)
         if kind == "heartbeat":
-            return self._heartbeat(session, msg.heartbeat)
+            limits.check_heartbeat(msg.heartbeat, session.seq)
+            return self._heartbeat(session, "Heartbeat", msg.heartbeat.content_sha256)
         if kind == "sensors":
-            self._sensors(session, msg.sensors)
-            return None
+            return self._sensors(session, msg.sensors)
         if kind == "check_result":
             self._validator.check_result(session.node, agent_result(msg.check_result))
             return None
@@ -288,26 +292,41 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         return self._ack(session, delta.seq, ticket)
 
     def _heartbeat(
-        self, session: Session, beat: agent_pb2.Heartbeat
+        self,
+        session: Session,
+        kind: str,
+        raw_digest: bytes,
+        gpus: tuple[GpuSensors, ...] | None = None,
     ) -> agent_pb2.ConnectResponse | None:
-        limits.check_heartbeat(beat, session.seq)
+        """A heartbeat, or a SensorReport standing in for one with its readings `gpus`: the
+        node is alive and its facts are as held, or Resync when its hash says otherwise. The
+        readings are kept whatever the hash says (they are no facts)."""
         if session.awaiting_full:
-            return None
-        if not session.has_facts:  # before the node exists: nothing is created for it
-            return self._resync(session, "no_full_facts", "a heartbeat arrived before FullFacts")
-        digest = limits.digest("Heartbeat", beat.content_sha256)
-        held = self._state.get(session.node)
-        if held is None or digest != held.content_hash:
-            return self._resync(session, "hash_mismatch", "heartbeat hash differs from held facts")
-        self._intake.heartbeat(session.node)
-        return None
+            reply = None
+        elif not session.has_facts:  # before the node exists: nothing is created for it
+            return self._resync(session, "no_full_facts", f"a {kind} arrived before FullFacts")
+        else:
+            digest = limits.digest(kind, raw_digest)
+            held = self._state.get(session.node)
+            if held is not None and digest == held.content_hash:
+                self._intake.heartbeat(session.node, session.id, gpus)
+                return None
+            reply = self._resync(session, "hash_mismatch", f"{kind} hash differs from held facts")
+        if gpus is not None:
+            self._intake.sensors(session.node, session.id, gpus)
+        return reply
 
-    def _sensors(self, session: Session, report: facts_pb2.SensorReport) -> None:
-        gpus = limits.check_sensors(report, self._settings)
+    def _sensors(
+        self, session: Session, report: facts_pb2.SensorReport
+    ) -> agent_pb2.ConnectResponse | None:
+        gpus = limits.check_sensors(report, session.seq, self._settings)
+        if report.content_sha256:
+            return self._heartbeat(session, "SensorReport", report.content_sha256, gpus)
         if not session.has_facts:
             log.debug("sensors before facts, ignored", extra={"node": session.node})
-            return
+            return None
         self._intake.sensors(session.node, session.id, gpus)
+        return None
 
     def _resync(self, session: Session, reason: str, detail: str) -> agent_pb2.ConnectResponse:
         session.awaiting_full = True

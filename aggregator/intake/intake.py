@@ -56,6 +56,7 @@ class Intake:
         touched: Callable[[str], None],
         clock: Callable[[], datetime],
         *,
+        seen: Callable[[str], None],
         sensed: Callable[[str], None],
         replica: str,
         write_heartbeats: bool,
@@ -66,9 +67,11 @@ class Intake:
         self._evaluator = evaluator
         self._count = count
         # Told each node whose facts, connection, report time or verdicts changed, after the
-        # change (metrics render the node's lines then, not at every scrape); `sensed` only of
-        # new readings, which nothing but the sensor gauges shows.
+        # change (metrics render the node's lines then, not at every scrape); `seen` of a node
+        # whose report time alone moved (a heartbeat: one line and one field to swap), and
+        # `sensed` only of new readings, which nothing but the sensor gauges shows.
         self._touched = touched
+        self._seen = seen
         self._sensed = sensed
         self._clock = clock
         self._replica = replica  # named as the owner of the nodes streaming here
@@ -119,13 +122,22 @@ class Intake:
         node.seq, node.last_report_at = seq, now
         return self._commit(node, update, evaluate=bool(changes))
 
-    def heartbeat(self, name: str) -> None:
-        """The node's agent is alive; its facts are as held."""
+    def heartbeat(
+        self,
+        name: str,
+        session_id: str | None = None,
+        gpus: tuple[GpuSensors, ...] | None = None,
+    ) -> None:
+        """The node's agent is alive; its facts are as held. A SensorReport standing in for
+        the heartbeat brings `gpus`, kept as `sensors` keeps them."""
         node = self._state.get(name)
         if node is None:
             return
         node.last_report_at = self._clock()
-        self._touched(name)
+        if gpus is not None and node.session_id == session_id:
+            node.sensors = Sensors(node.last_report_at, gpus)
+            self._sensed(name)
+        self._seen(name)
         if self._write_heartbeats:
             # Other replicas judge the node's connection by its last report; a dropped one is
             # counted by the writer and the next heartbeat makes up for it.

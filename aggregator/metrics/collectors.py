@@ -342,6 +342,10 @@ class MetricsPage:
         self._nodes.touched(name)
         self._sensors.touched(name)
 
+    def seen(self, name: str) -> None:
+        """Only node `name`'s report time moved: its last-report line shows it."""
+        self._nodes.seen(name)
+
     def sensed(self, name: str) -> None:
         """Node `name` has new readings: only its sensor gauges show them."""
         self._sensors.touched(name)
@@ -359,6 +363,8 @@ class NodeText(Protocol):
     """Families whose samples come from many nodes, rendered per node as it changes."""
 
     def touched(self, name: str) -> None: ...
+
+    def seen(self, name: str) -> None: ...
 
     def render(self) -> list[bytes]: ...
 

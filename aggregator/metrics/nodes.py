@@ -82,6 +82,16 @@ class NodeSeries:
             at = floatToGoString(node.last_report_at.timestamp())
             self._seen.set(name, (f"{lines.last_prefix}{at}\n".encode(),))
 
+    def seen(self, name: str) -> None:
+        """Only node `name`'s report time moved (a heartbeat): re-render that one line, or
+        all of the node's when it has none rendered yet."""
+        node, lines = self._state.get(name), self._nodes.get(name)
+        if node is None or lines is None or node.last_report_at is None:
+            self.touched(name)
+            return
+        at = floatToGoString(node.last_report_at.timestamp())
+        self._seen.set(name, (f"{lines.last_prefix}{at}\n".encode(),))
+
     def render(self) -> list[bytes]:
         """The node families as text exposition format 0.0.4, in pieces."""
         if self._membership.alive != self._alive:

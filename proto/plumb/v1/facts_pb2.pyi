@@ -333,7 +333,11 @@ class GpuSensors(_message.Message):
     def __init__(self, index: _Optional[int] = ..., temperature_celsius: _Optional[int] = ..., power_draw_milliwatts: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., memory_clock_mhz: _Optional[int] = ..., gpu_utilization_percent: _Optional[int] = ..., memory_utilization_percent: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., clock_event_reasons: _Optional[int] = ..., ecc_corrected_volatile: _Optional[int] = ..., ecc_corrected_aggregate: _Optional[int] = ..., pcie_replay_count: _Optional[int] = ..., nvlink_replay_errors: _Optional[int] = ..., nvlink_recovery_errors: _Optional[int] = ..., nvlink_crc_flit_errors: _Optional[int] = ...) -> None: ...
 
 class SensorReport(_message.Message):
-    __slots__ = ("gpus",)
+    __slots__ = ("gpus", "seq", "content_sha256")
     GPUS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
     gpus: _containers.RepeatedCompositeFieldContainer[GpuSensors]
-    def __init__(self, gpus: _Optional[_Iterable[_Union[GpuSensors, _Mapping]]] = ...) -> None: ...
+    seq: int
+    content_sha256: bytes
+    def __init__(self, gpus: _Optional[_Iterable[_Union[GpuSensors, _Mapping]]] = ..., seq: _Optional[int] = ..., content_sha256: _Optional[bytes] = ...) -> None: ...

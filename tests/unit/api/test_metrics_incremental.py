@@ -7,7 +7,7 @@ and the family names and labels of docs/metrics (the names Prometheus rules and 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -147,6 +147,19 @@ def test_a_change_re_renders_that_node_only():
     # b's lines are the very bytes rendered before: nothing of it was formatted again.
     assert nodes._stack.get("b") is before_b[0]
     assert sensors._families.get("b") is before_b[1]
+
+
+def test_a_heartbeat_re_renders_the_last_report_line_alone():
+    state, _, nodes, sensors = fleet()
+    stack_a, seen_b = nodes._stack.get("a"), nodes._seen.get("b")
+    state.get("a").last_report_at = AT + timedelta(seconds=30)  # type: ignore[union-attr]
+    nodes.seen("a")
+    got = samples(page(nodes, sensors))
+    assert got["plumb_node_last_report_timestamp_seconds"] == {(lb(node="a"), 1796126430.0)}
+    assert nodes._stack.get("a") is stack_a  # the stack's lines were not formatted again
+    # b has no report time and so no line: seen renders it as a touch would, nothing.
+    nodes.seen("b")
+    assert nodes._seen.get("b") is seen_b is None
 
 
 def test_facts_the_cluster_adds_show_though_the_agent_s_hash_is_unchanged():

@@ -138,6 +138,18 @@ async def test_a_change_re_renders_only_the_node_touched():
     assert changed_a.out["drifted"] is True
 
 
+async def test_a_heartbeat_swaps_the_report_time_of_its_row_alone():
+    state, _, rows = fleet()
+    before_a, before_b = rows.rows()
+    state.get("a").last_report_at = AT + timedelta(seconds=5)  # type: ignore[union-attr]
+    rows.seen("a")
+    after_a, after_b = rows.rows()
+    assert after_b is before_b
+    assert after_a.json == ROW_A.replace(b"12:00:00Z", b"12:00:05Z")
+    rows.seen("a")  # the same time again: the same row
+    assert rows.rows()[0] is after_a
+
+
 async def test_findings_opened_and_closed_move_the_counts():
     _, verdicts, rows = fleet()
     verdicts.open.pop("b")

@@ -13,6 +13,7 @@ from plumb.aggregator.settings import RecipeSettings
 from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.store import NodeUpdate, StoredNode
 from plumb.facts import Reading, content_hash
+from plumb.sensors import GpuSensors
 
 CATALOG = load_catalog()
 RECIPE_DRIVER = "580.173.02"  # recipes/overlays: the EKS H100 driver pin
@@ -73,6 +74,7 @@ def make(
     writer: RecordingWriter | None = None,
     touched: Callable[[str], None] | None = None,
     sensed: Callable[[str], None] | None = None,
+    seen: Callable[[str], None] | None = None,
 ):
     clock = Clock()
     state = LiveState()
@@ -87,6 +89,7 @@ def make(
         counted.append,
         touched or (lambda name: None),
         clock,
+        seen=seen or (lambda name: None),
         sensed=sensed or (lambda name: None),
         replica="r1",
         write_heartbeats=False,
@@ -228,20 +231,32 @@ def test_every_change_of_what_a_node_shows_touches_it_after_the_change():
 
         return told_of
 
-    intake, state, _, _, _ = make(touched=tell("touched"), sensed=tell("sensed"))
+    intake, state, _, _, _ = make(touched=tell("touched"), sensed=tell("sensed"), seen=tell("seen"))
     state_of.append(state)
     report(intake, h100(), 1, session="s1")
     intake.heartbeat("gpu-1")
     intake.sensors("gpu-1", "s1", ())
+    intake.heartbeat("gpu-1", "s1", (GpuSensors(0, temperature_celsius=40),))
     intake.disconnected("gpu-1", "s1")
     intake.remove(state.get("gpu-1"))  # type: ignore[arg-type]
-    # New readings change nothing but the sensor gauges: only they are told.
-    assert [how for how, _ in told] == ["touched", "touched", "sensed", "touched", "touched"]
+    # A heartbeat moves the report time alone, new readings only the sensor gauges: each
+    # tells just what shows it; a report standing in for a heartbeat tells both, once each.
+    assert [how for how, _ in told] == [
+        "touched",
+        "seen",
+        "sensed",
+        "sensed",
+        "seen",
+        "touched",
+        "touched",
+    ]
     assert {name for _, name in told} == {"gpu-1"}
-    first, beat, sensed, down, gone = seen
+    first, beat, sensed, readings, beat_with, down, gone = seen
     assert first[0] is True and first[1] is not None  # connected, with its report time
     assert beat[1] > first[1]
     assert sensed[2] is not None
+    assert readings[2] is not None and readings[2] is not sensed[2]
+    assert beat_with[1] > beat[1]
     assert down[0] is False and down[2] is None  # readings go with the stream
     assert gone is None
 

@@ -7,6 +7,7 @@ import pytest
 from test_ingest_servicer import Aborted, FakeContext, end, full, open_stream, servicer
 from test_intake import h100, make
 
+from plumb import facts as wire
 from plumb.aggregator.ingest import limits
 from plumb.aggregator.intake.intake import StreamStart
 from plumb.aggregator.settings import IngestSettings
@@ -31,7 +32,7 @@ def test_readings_arrive_in_the_units_they_are_exported_in():
         gpu_utilization_percent=35,
         memory_used_bytes=512 << 20,
     )
-    assert limits.check_sensors(report(msg).sensors, IngestSettings()) == (
+    assert limits.check_sensors(report(msg).sensors, 0, IngestSettings()) == (
         GpuSensors(
             index=1,
             temperature_celsius=41,
@@ -58,7 +59,7 @@ def test_readings_arrive_in_the_units_they_are_exported_in():
 )
 def test_a_reading_no_gpu_reports_is_refused_naming_the_field(gpus, says):
     with pytest.raises(limits.Refused) as refused:
-        limits.check_sensors(report(*gpus).sensors, IngestSettings(max_gpus_per_node=4))
+        limits.check_sensors(report(*gpus).sensors, 0, IngestSettings(max_gpus_per_node=4))
     assert says in str(refused.value)
 
 
@@ -115,3 +116,83 @@ def test_only_the_nodes_open_stream_sets_its_readings():
     intake.disconnected("gpu-1", "s-old")  # a superseded stream's end changes nothing
     held = state.get("gpu-1").sensors  # type: ignore[union-attr]
     assert held is not None and held.gpus == (GpuSensors(0, temperature_celsius=40),)
+
+
+def beat(seq: int, digest: bytes) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=seq, content_sha256=digest))
+
+
+def live(seq: int, digest: bytes, *gpus: facts_pb2.GpuSensors) -> agent_pb2.ConnectRequest:
+    """A SensorReport standing in for a heartbeat."""
+    report = facts_pb2.SensorReport(gpus=gpus, seq=seq, content_sha256=digest)
+    return agent_pb2.ConnectRequest(sensors=report)
+
+
+async def test_the_welcome_says_reports_may_stand_in_for_heartbeats():
+    ingest, *_ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    assert ctx.written[0].welcome.report_settings.sensors_heartbeat
+    await end(task, ctx)
+
+
+async def test_a_report_with_the_held_hash_keeps_the_node_alive_as_a_heartbeat_would():
+    ingest, state, _, writer = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    node = state.get("gpu-1")
+    assert node is not None
+    reported_at, updates, generation = node.last_report_at, len(writer.updates), state.generation
+    await ctx.inbox.put(live(1, wire.content_digest(h100()), gpu(0, temperature_celsius=40)))
+    # Answered only after the report was handled: the stale hash gets its Resync.
+    answer = await ctx.reply(beat(1, bytes(32)))
+    assert answer.resync.reason == "Heartbeat hash differs from held facts"
+    assert node.last_report_at > reported_at  # alive, as a heartbeat says
+    assert node.sensors is not None and node.sensors.gpus[0].temperature_celsius == 40
+    # Liveness is not a change of facts: nothing written (no shared database here), no verdict.
+    assert len(writer.updates) == updates and state.generation == generation
+    await end(task, ctx)
+
+
+async def test_a_report_with_a_stale_hash_asks_for_a_resync_and_keeps_its_readings():
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    node = state.get("gpu-1")
+    assert node is not None
+    reported_at = node.last_report_at
+    answer = await ctx.reply(live(1, bytes(32), gpu(0, temperature_celsius=40)))
+    assert answer.resync.reason == "SensorReport hash differs from held facts"
+    assert node.last_report_at == reported_at  # not alive on a hash that disagrees
+    assert node.sensors is not None  # readings are no facts: kept whatever the hash says
+    await end(task, ctx)
+
+
+async def test_a_report_standing_in_for_a_heartbeat_may_not_go_back_in_seq():
+    ingest, _, _, _ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100(), seq=2))
+    await ctx.inbox.put(live(1, wire.content_digest(h100()), gpu(0)))
+    with pytest.raises(Aborted) as aborted:
+        await task
+    assert aborted.value.code.name == "INVALID_ARGUMENT"
+    assert "SensorReport seq 1 goes backwards" in str(aborted.value)
+
+
+async def test_a_report_without_the_hash_is_readings_only():
+    """An older agent's report: it heartbeats apart, so its reports move no report time."""
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    node = state.get("gpu-1")
+    assert node is not None
+    reported_at = node.last_report_at
+    await ctx.inbox.put(report(gpu(0, temperature_celsius=40)))
+    await ctx.reply(beat(1, bytes(32)))  # answered after the report was handled
+    assert node.last_report_at == reported_at
+    assert node.sensors is not None and node.sensors.gpus[0].temperature_celsius == 40
+    await end(task, ctx)

@@ -1,0 +1,99 @@
+"""The agent's reporter: a SensorReport stands in for the heartbeat where the aggregator's
+Welcome says it takes it so, and heartbeats go out as before where it does not, or where the
+node has no readings to report.
+
+The aggregator is a stand-in gRPC server in the test, recording what the agent sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from plumb import facts as wire
+from plumb.agent.settings import StreamSettings
+from plumb.agent.stream import Identity, StreamClient
+from plumb.sensors import GpuSensors
+from plumb.v1 import agent_pb2, agent_pb2_grpc
+
+FACTS = {"driver.driver_version": wire.Reading.ok("580.173.02")}
+GPUS = [GpuSensors(0, temperature_celsius=40)]
+# Reports every 0.2 s against a 1 s heartbeat: five reports to a heartbeat interval.
+SETTINGS = StreamSettings(poll_interval_s=0.2, sensor_interval_s=0.2)
+HEARTBEAT_S = 1.0
+
+
+class Records(agent_pb2_grpc.AgentServiceServicer):
+    """Welcomes one agent (saying whether reports may stand in for heartbeats), acks its
+    facts, and queues every heartbeat and sensor report it sends."""
+
+    def __init__(self, sensors_heartbeat: bool):
+        self.sensors_heartbeat = sensors_heartbeat
+        self.sent: asyncio.Queue[agent_pb2.ConnectRequest] = asyncio.Queue()
+
+    async def Connect(self, request_iterator, context):  # noqa: N802
+        await context.read()  # Hello
+        settings = agent_pb2.ReportSettings(
+            heartbeat_interval_s=HEARTBEAT_S, sensors_heartbeat=self.sensors_heartbeat
+        )
+        welcome = agent_pb2.Welcome(session_id="s-1", report_settings=settings)
+        await context.write(agent_pb2.ConnectResponse(welcome=welcome))
+        while (msg := await context.read()) is not grpc.aio.EOF:
+            kind = msg.WhichOneof("message")
+            if kind == "full_facts":
+                await context.write(agent_pb2.ConnectResponse(ack=agent_pb2.Ack(seq=1)))
+            await self.sent.put(msg)
+
+
+async def streamed(sensors_heartbeat: bool, gpus: list[GpuSensors], until) -> list:
+    """What an agent with readings `gpus` sent, after its full facts, until `until(sent)`."""
+    servicer = Records(sensors_heartbeat)
+    server = grpc.aio.server()
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    stop = asyncio.Event()
+    client = StreamClient(
+        f"127.0.0.1:{port}",
+        Identity("gpu-1", "test", "b-1"),
+        lambda: FACTS,
+        SETTINGS,
+        sense=lambda: gpus,
+    )
+    agent = asyncio.create_task(client.run(stop))
+    sent: list[agent_pb2.ConnectRequest] = []
+    try:
+        async with asyncio.timeout(30):
+            assert (await servicer.sent.get()).WhichOneof("message") == "full_facts"
+            while not until(sent):
+                sent.append(await servicer.sent.get())
+    finally:
+        stop.set()
+        await asyncio.wait_for(agent, 10)
+        await server.stop(0)
+    return sent
+
+
+def kinds(sent: list[agent_pb2.ConnectRequest]) -> list[str]:
+    return [m.WhichOneof("message") for m in sent]
+
+
+async def test_reports_stand_in_for_heartbeats_when_the_aggregator_takes_them():
+    # Fifteen reports span three heartbeat intervals: not one heartbeat among them.
+    sent = await streamed(True, GPUS, lambda s: kinds(s).count("sensors") >= 15)
+    assert "heartbeat" not in kinds(sent)
+    digest = wire.content_digest(FACTS)
+    assert all((m.sensors.seq, m.sensors.content_sha256) == (1, digest) for m in sent)
+
+
+async def test_an_older_aggregator_gets_readings_only_and_heartbeats_apart():
+    sent = await streamed(False, GPUS, lambda s: kinds(s).count("heartbeat") >= 2)
+    reports = [m.sensors for m in sent if m.WhichOneof("message") == "sensors"]
+    assert reports and all(not r.content_sha256 and r.seq == 0 for r in reports)
+    assert all(m.heartbeat.seq == 1 for m in sent if m.WhichOneof("message") == "heartbeat")
+
+
+async def test_a_node_without_readings_keeps_heartbeating():
+    sent = await streamed(True, [], lambda s: kinds(s).count("heartbeat") >= 2)
+    assert set(kinds(sent)) == {"heartbeat"}
