@@ -17,15 +17,19 @@ def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 async def test_a_held_loop_is_counted_as_lag():
     registry = CollectorRegistry()
-    task = asyncio.create_task(LoopLag(registry).run())
+    loop_lag = LoopLag(registry)
+    observed = asyncio.Event()
+    observe = loop_lag.lag.observe
+    loop_lag.lag.observe = lambda value: (observe(value), observed.set())  # type: ignore[method-assign]
+    task = asyncio.create_task(loop_lag.run())
     await asyncio.sleep(0)  # the timer is set
-    time.sleep(0.3)  # hold the loop past it, as a long render would
+    asyncio.get_running_loop().call_soon(time.sleep, 0.3)  # held, as by a long render
     try:
         async with asyncio.timeout(10):
-            while _sample(registry, "plumb_event_loop_lag_seconds_count") < 1:
-                await asyncio.sleep(0.01)
+            await observed.wait()
     finally:
         task.cancel()
+    assert _sample(registry, "plumb_event_loop_lag_seconds_count") == 1
     # Held 0.3 s against a 0.1 s timer: at least 0.2 s late, so above the 0.1 bucket.
     assert _sample(registry, "plumb_event_loop_lag_seconds_bucket", le="0.1") == 0
     assert _sample(registry, "plumb_event_loop_lag_seconds_sum") >= 0.2
