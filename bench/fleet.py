@@ -14,19 +14,26 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
             a SensorReport every --sensor-interval-s in which a fraction F of its GPUs moved
             by 1 °C: aggregator CPU (cores) and RSS from /proc,
             wire bytes (plumb_ingest_received_bytes_total and client-side ByteSize),
-            store counters (change rows, batches);
+            store counters (change rows, batches), the aggregator's event-loop lag;
   latency   --probes driver changes on probe agents: agent notices → /metrics shows it, and
             → /v1/drift?node= shows the new observed version, p50/p99;
   api       GET /v1/nodes and GET /v1/nodes/{name} latency while the fleet streams;
   scrape-while-changing  --scrape-window-s: /metrics and /metrics/sensors each scraped back
-            to back while probe agents change facts: each page's scrape p50/p99 and bytes,
-            change → /metrics, and delta → Ack without and with the scrapers running;
+            to back from a process of their own (as Prometheus would, so receiving the pages
+            does not delay the probe agents' loop) while probe agents change facts: each
+            page's scrape p50/p99 and bytes, change → /metrics, and delta → Ack and the
+            aggregator's event-loop lag without and with the scrapers running;
   storm     --storm sigterm|sigkill: the aggregator is stopped with every agent connected
             and restarted on the same database; time until the gRPC port accepts TCP and
             until /v1/nodes shows all connected, and every error the agents saw, by code.
   cold-ramp --cold-ramp RATE: instead of all at once, agents start at RATE a second on an
-            empty database; every error the agents see (by gRPC code, Welcome timeouts)
-            and the time until all are synced (each node connected in /v1/nodes).
+            empty database; every error the agents see (by gRPC code, Welcome timeouts),
+            the time until all are synced (each node connected in /v1/nodes) and the
+            aggregator's event-loop lag.
+
+Event-loop lag is the change of the aggregator's plumb_event_loop_lag_seconds histogram over
+the phase: count, mean, and p99 as the bound of the bucket holding it ("<= 0.01 s"); null
+where the aggregator has no such histogram.
 
 --mode full-resend swaps the agents for a client that sends FullFacts every 60 s and nothing
 else (NFD's worker), the side-by-side baseline for wire bytes and CPU.
@@ -55,6 +62,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 from harness import free_port, serve_env, write_result
@@ -588,10 +596,71 @@ COUNTERS = {
 }
 
 
-async def scrape(http: httpx.AsyncClient) -> tuple[dict[str, float], float, int]:
+LOOP_LAG = "plumb_event_loop_lag_seconds"  # how late the aggregator's loop woke a 0.1 s timer
+_LE = re.compile(r'le="([^"]+)"')
+
+
+def histogram(text: str, name: str) -> dict | None:
+    """Histogram `name` from Prometheus text, summed over labels: cumulative count per bucket
+    bound (`le`, +Inf as inf), `count` and `sum`; None where the page has no such histogram.
+
+    Only the family's own block is read (the format keeps a family's lines together), so a
+    16 MB page costs one `find`.
+    """
+    start = text.find(f"\n{name}_")
+    if start < 0:
+        return None
+    end = text.find("\n# ", start)
+    buckets: dict[float, float] = {}
+    totals = {"count": 0.0, "sum": 0.0}
+    for m in _SAMPLE.finditer(text, start + 1, len(text) if end < 0 else end):
+        series, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if series == f"{name}_bucket" and (le := _LE.search(labels)):
+            bound = float(le.group(1))  # float("+Inf") is inf
+            buckets[bound] = buckets.get(bound, 0.0) + value
+        elif series in (f"{name}_count", f"{name}_sum"):
+            totals[series.rsplit("_", 1)[1]] += value
+    return {"buckets": buckets, **totals} if buckets else None
+
+
+def lag_between(before: dict | None, after: dict | None) -> dict | None:
+    """The loop lag observed between two readings of LOOP_LAG: count, mean and the bucket
+    holding the 99th percentile; None where either reading lacks it (an older aggregator) or
+    the histogram went back (a restart)."""
+    if before is None or after is None:
+        return None
+    count = after["count"] - before["count"]
+    if count < 0:
+        return None
+    if count == 0:
+        return {"count": 0, "mean_s": None, "p99": None}
+    bounds = sorted(after["buckets"])
+    p99 = next(
+        b for b in bounds if after["buckets"][b] - before["buckets"].get(b, 0.0) >= 0.99 * count
+    )
+    finite = [b for b in bounds if b != float("inf")]
+    return {
+        "count": int(count),
+        "mean_s": round((after["sum"] - before["sum"]) / count, 4),
+        "p99": f"<= {p99:g} s" if p99 != float("inf") else f"> {finite[-1]:g} s",
+    }
+
+
+class Scrape(NamedTuple):
+    """What the bench reads from one /metrics scrape."""
+
+    values: dict[str, float]  # COUNTERS, each summed over its labels
+    seconds: float
+    bytes: int
+    loop_lag: dict | None  # histogram(LOOP_LAG)
+
+
+async def scrape(http: httpx.AsyncClient) -> Scrape:
+    """One /metrics scrape: COUNTERS, its time and size, and the loop-lag histogram."""
     t = time.perf_counter()
     r = await http.get("/metrics")
-    return metric_values(r.text, COUNTERS), time.perf_counter() - t, len(r.content)
+    seconds, text = time.perf_counter() - t, r.text
+    return Scrape(metric_values(text, COUNTERS), seconds, len(r.content), histogram(text, LOOP_LAG))
 
 
 async def scrape_sensors(http: httpx.AsyncClient) -> tuple[float, int] | None:
@@ -641,7 +710,14 @@ async def wait_connected(http, n: int, timeout_s: float, since: float, welcomed=
             polls.append(time.perf_counter() - t)
         # A 10,000-node list costs the aggregator real time: keep the poller under ~1/3 duty.
         await asyncio.sleep(max(0.5, 2 * polls[-1]))
-    return {"seconds": None, "connected": best, "welcomed": count, "timed_out_s": timeout_s}
+    # welcomed_s too: every agent may have had its Welcome while the list still lagged.
+    return {
+        "seconds": None,
+        "connected": best,
+        "welcomed": count,
+        "welcomed_s": welcomed_s,
+        "timed_out_s": timeout_s,
+    }
 
 
 async def wait_ready(http, timeout_s: float = 300.0) -> None:
@@ -681,7 +757,8 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
     for w in workers:
         await w.ask("changes_on")
     local.changing = True
-    m0, _, _ = await scrape(http)
+    s0 = await scrape(http)
+    m0 = s0.values
     statuses0 = [await w.ask("status") for w in workers] + [local.status()]
     cpu0, t0 = agg.cpu_s(), time.monotonic()
     rss = []
@@ -690,7 +767,7 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
         await asyncio.sleep(min(5.0, args.window_s - elapsed))
     cpu1, t1 = agg.cpu_s(), time.monotonic()
     statuses1 = [await w.ask("status") for w in workers] + [local.status()]
-    m1, scrape_s, scrape_bytes = await scrape(http)
+    m1, scrape_s, scrape_bytes, lag1 = await scrape(http)
     sensors_scrape = await scrape_sensors(http)
     for w in workers:
         await w.ask("changes_off")
@@ -723,6 +800,7 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
         "metrics_bytes": scrape_bytes,
         "metrics_sensors_scrape_ms": round(sensors_scrape[0] * 1000, 1) if sensors_scrape else None,
         "metrics_sensors_bytes": sensors_scrape[1] if sensors_scrape else None,
+        "event_loop_lag": lag_between(s0.loop_lag, lag1),
     }
 
 
@@ -782,99 +860,195 @@ async def api_latency(args, http) -> dict:
     return {"nodes_list": pct(lists), "node_detail": pct(details)}
 
 
-async def scrape_while_changing(args, agg: Aggregator, http, local: Fleet) -> dict:
+def scraper_main(conn, base: str) -> None:
+    """The scrape phase's Prometheus, a process of its own: /metrics and /metrics/sensors
+    scraped back to back on its own loop and httpx client, driven over `conn`.
+
+    Commands: ("lag",) scrapes /metrics once and answers ("lag", histogram); ("start",)
+    starts the scrapers; ("watch", needle) makes the first /metrics page holding `needle`
+    answer ("seen", needle, time.monotonic() as that scrape ended); ("stop",) stops the
+    scrapers and answers ("done", each page's seconds and bytes, a last "lag" reading).
+    Everything is sent from the loop; a thread only receives.
+    """
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        commands: asyncio.Queue = asyncio.Queue()
+
+        def receive() -> None:
+            while True:
+                cmd = conn.recv()
+                loop.call_soon_threadsafe(commands.put_nowait, cmd)
+                if cmd[0] == "stop":
+                    return
+
+        threading.Thread(target=receive, daemon=True).start()
+        stop = asyncio.Event()
+        needle = [b""]
+        pages: dict[str, tuple[list[float], list[int]]] = {
+            "metrics": ([], []),
+            "sensors": ([], []),
+        }
+
+        async def lag(http) -> dict | None:
+            return histogram((await http.get("/metrics")).text, LOOP_LAG)
+
+        async def metrics(http) -> None:
+            seconds, sizes = pages["metrics"]
+            while not stop.is_set():
+                t = time.perf_counter()
+                body = (await http.get("/metrics")).content
+                ended = time.monotonic()  # system-wide: the parent compares it
+                seconds.append(time.perf_counter() - t)
+                sizes.append(len(body))
+                if needle[0] and needle[0] in body:
+                    conn.send(("seen", needle[0], ended))
+                    needle[0] = b""
+
+        async def sensors(http) -> None:
+            seconds, sizes = pages["sensors"]
+            while not stop.is_set():
+                got = await scrape_sensors(http)
+                if got is None:
+                    return
+                seconds.append(got[0])
+                sizes.append(got[1])
+
+        async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+            conn.send(("ready",))
+            tasks: list[asyncio.Task] = []
+            while True:
+                cmd = await commands.get()
+                if cmd[0] == "lag":
+                    conn.send(("lag", await lag(http)))
+                elif cmd[0] == "start":
+                    tasks = [asyncio.create_task(metrics(http)), asyncio.create_task(sensors(http))]
+                elif cmd[0] == "watch":
+                    needle[0] = cmd[1]
+                else:  # stop
+                    stop.set()
+                    await asyncio.gather(*tasks)
+                    conn.send(("done", pages, await lag(http)))
+                    return
+
+    asyncio.run(run())
+
+
+class Scrapers:
+    """The parent's handle on the scraper process."""
+
+    def __init__(self, ctx, base: str):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=scraper_main, args=(child, base), daemon=True)
+        self.proc.start()
+
+    def send(self, *cmd) -> None:
+        self.conn.send(cmd)
+
+    async def answer(self, kind: str, timeout_s: float, needle: bytes | None = None) -> tuple:
+        """The next message of `kind` (for "seen", of `needle`), skipping any other (a
+        "seen" of a needle given up on); TimeoutError past `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            if not await loop.run_in_executor(None, self.conn.poll, left):
+                break
+            msg = self.conn.recv()
+            if msg[0] == kind and (needle is None or msg[1] == needle):
+                return msg
+        raise TimeoutError(f"scraper process sent no {kind!r}")
+
+    def close(self) -> None:
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) -> dict:
     """/metrics and /metrics/sensors each scraped back to back while the fleet changes (as
-    Prometheus with several replicas, or a dashboard, would): each page's scrape time and
-    size; driver changes on probe agents timed from the agent's collector to the first
-    /metrics scrape that shows them; and delta → Ack on the probe agents, which change a fact
-    every 0.5 s, first for a third of --scrape-window-s without scrapes, then with the
-    scrapers running."""
+    Prometheus with several replicas, or a dashboard, would), from a process of their own so
+    that receiving the pages does not delay this process's probe agents: each page's scrape
+    time and size; driver changes on probe agents timed from the agent's collector to the end
+    of the first /metrics scrape that shows them; delta → Ack on the probe agents, which
+    change a fact every 0.5 s, first for a third of --scrape-window-s without scrapes, then
+    with the scrapers running; and the aggregator's loop lag in each part."""
     from plumb.facts import Reading
 
-    stop = asyncio.Event()
-    probes = list(local.nodes.values())
+    scrapers = Scrapers(mp.get_context("spawn"), base)
+    try:
+        await scrapers.answer("ready", 120)
+        stop = asyncio.Event()
+        probes = list(local.nodes.values())
 
-    async def change_probes() -> None:
-        while not stop.is_set():
-            for node in probes:
-                old = node.facts.get(CHANGE_PATH)
-                node.set(CHANGE_PATH, Reading.ok(int(old.value if old else 0) + 1))
-            await asyncio.sleep(0.5)
+        async def change_probes() -> None:
+            while not stop.is_set():
+                for node in probes:
+                    old = node.facts.get(CHANGE_PATH)
+                    node.set(CHANGE_PATH, Reading.ok(int(old.value if old else 0) + 1))
+                await asyncio.sleep(0.5)
 
-    def timed_acks() -> list[float]:
-        out: list[float] = []
+        def timed_acks() -> list[float]:
+            out: list[float] = []
+            for c in local.clients:
+                c.ack_s = out
+            return out
+
+        scrapers.send("lag")
+        lag0 = (await scrapers.answer("lag", 120))[1]
+        changer = asyncio.create_task(change_probes())
+        quiet = timed_acks()
+        await asyncio.sleep(args.scrape_window_s / 3)
+        busy = timed_acks()
+        scrapers.send("lag")  # its scrape is the scraping part's first
+        lag1 = (await scrapers.answer("lag", 120))[1]
+        cpu0, t0 = agg.cpu_s(), time.monotonic()
+        scrapers.send("start")
+        to_metrics, failed = [], 0
+        names = list(local.nodes)
+        k = 0
+        while time.monotonic() - t0 < args.scrape_window_s * 2 / 3:
+            name = names[k % len(names)]
+            node = local.nodes[name]
+            version = f"998.{k}.{random.randrange(10**6)}"
+            needle = f'driver_version="{version}"'.encode()
+            scrapers.send("watch", needle)  # before the change: a pipe is faster than a poll
+            node.watch = version
+            node.set("driver.driver_version", Reading.ok(version))
+            try:
+                _, _, seen = await scrapers.answer("seen", 30, needle)
+                to_metrics.append(seen - node.noticed[version])
+            except (TimeoutError, KeyError):
+                failed += 1
+            k += 1
+            await asyncio.sleep(random.uniform(0.1, 0.5))  # changes land anywhere in a scrape
+        stop.set()
+        cpu1, t1 = agg.cpu_s(), time.monotonic()
+        scrapers.send("stop")
+        _, pages, lag2 = await scrapers.answer("done", 300)
+        await changer
         for c in local.clients:
-            c.ack_s = out
-        return out
-
-    changer = asyncio.create_task(change_probes())
-    quiet = timed_acks()
-    await asyncio.sleep(args.scrape_window_s / 3)
-    busy = timed_acks()
-    scrapes, sizes = [], []
-    # The probe change being watched: its needle, the Event its first showing sets, and when
-    # the scrape that showed it ended.
-    watching: list = [b"", asyncio.Event(), 0.0]
-
-    async def scraper() -> None:
-        while not stop.is_set():
-            t = time.perf_counter()
-            r = await http.get("/metrics")
-            body = r.content
-            scrapes.append(time.perf_counter() - t)
-            sizes.append(len(body))
-            if not watching[1].is_set() and watching[0] and watching[0] in body:
-                watching[2] = time.monotonic()
-                watching[1].set()
-
-    sensor_scrapes, sensor_sizes = [], []
-
-    async def sensor_scraper() -> None:
-        while not stop.is_set():
-            got = await scrape_sensors(http)
-            if got is None:
-                return
-            sensor_scrapes.append(got[0])
-            sensor_sizes.append(got[1])
-
-    cpu0, t0 = agg.cpu_s(), time.monotonic()
-    scraping = asyncio.create_task(scraper())
-    scraping_sensors = asyncio.create_task(sensor_scraper())
-    to_metrics, failed = [], 0
-    names = list(local.nodes)
-    k = 0
-    while time.monotonic() - t0 < args.scrape_window_s * 2 / 3:
-        name = names[k % len(names)]
-        node = local.nodes[name]
-        version = f"998.{k}.{random.randrange(10**6)}"
-        watching[:] = [f'driver_version="{version}"'.encode(), asyncio.Event(), 0.0]
-        node.watch = version
-        node.set("driver.driver_version", Reading.ok(version))
-        try:
-            await asyncio.wait_for(watching[1].wait(), timeout=30)
-            to_metrics.append(watching[2] - node.noticed[version])
-        except (TimeoutError, KeyError):
-            failed += 1
-        k += 1
-        await asyncio.sleep(random.uniform(0.1, 0.5))  # changes land anywhere in a scrape
-    stop.set()
-    cpu1, t1 = agg.cpu_s(), time.monotonic()
-    await asyncio.gather(scraping, scraping_sensors, changer)
-    for c in local.clients:
-        c.ack_s = None
-    return {
-        "window_s": round(t1 - t0, 1),
-        "scrape": {**pct(scrapes), "bytes_max": max(sizes, default=0)},
-        "scrape_sensors": {**pct(sensor_scrapes), "bytes_max": max(sensor_sizes, default=0)}
-        if sensor_scrapes
-        else None,
-        "change_to_metrics": pct(to_metrics),
-        "change_to_metrics_failed": failed,
-        "delta_to_ack_without_scrapes": pct(quiet),
-        "delta_to_ack_while_scraping": pct(busy),
-        "aggregator_cpu_cores_while_scraping": round((cpu1 - cpu0) / (t1 - t0), 3),
-        "load_avg_after": loadavg(),
-    }
+            c.ack_s = None
+        (scrapes, sizes), (sensor_scrapes, sensor_sizes) = pages["metrics"], pages["sensors"]
+        return {
+            "note": "scrapers ran in a process of their own (own loop and httpx client, on the "
+            "simulator's CPUs), as Prometheus would; the probe agents' loop only times; the "
+            "loop lag without scrapes holds the one /metrics scrape that reads its start",
+            "window_s": round(t1 - t0, 1),
+            "scrape": {**pct(scrapes), "bytes_max": max(sizes, default=0)},
+            "scrape_sensors": {**pct(sensor_scrapes), "bytes_max": max(sensor_sizes, default=0)}
+            if sensor_scrapes
+            else None,
+            "change_to_metrics": pct(to_metrics),
+            "change_to_metrics_failed": failed,
+            "delta_to_ack_without_scrapes": pct(quiet),
+            "delta_to_ack_while_scraping": pct(busy),
+            "event_loop_lag_without_scrapes": lag_between(lag0, lag1),
+            "event_loop_lag_while_scraping": lag_between(lag1, lag2),
+            "aggregator_cpu_cores_while_scraping": round((cpu1 - cpu0) / (t1 - t0), 3),
+            "load_avg_after": loadavg(),
+        }
+    finally:
+        scrapers.close()
 
 
 def _summed(counts) -> dict[str, int]:
@@ -909,6 +1083,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         statuses = [await w.ask("status") for w in workers] + [local.status()]
         return sum(s["connected_once"] for s in statuses)
 
+    lag0 = (await scrape(http)).loop_lag
     cpu0, t0 = agg.cpu_s(), time.monotonic()
     for w in workers:
         await w.ask("ramp")
@@ -916,7 +1091,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     done = await wait_connected(http, args.agents, args.connect_timeout_s, t0, welcomed)
     cpu1 = agg.cpu_s()
     statuses = [await w.ask("status") for w in workers] + [local.status()]
-    m, _, _ = await scrape(http)
+    m, _, _, lag1 = await scrape(http)
     errors = _summed(s["errors"] for s in statuses)
     return {
         "rate_per_s": args.cold_ramp,
@@ -935,6 +1110,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
             m.get("plumb_ingest_streams_closed_by_aggregator_total", 0)
         ),
         "listen_drops_machine_wide": listen_drops(),
+        "event_loop_lag": lag_between(lag0, lag1),
         "load_avg_after": loadavg(),
     }
 
@@ -966,7 +1142,7 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     done = await wait_connected(http, args.agents, args.storm_timeout_s, t_start, welcomed)
     cpu1 = agg.cpu_s()
     sim1 = simulator_cpu_s()
-    m, _, _ = await scrape(http)
+    m = (await scrape(http)).values
     statuses = [await w.ask("status") for w in workers]
     # When each agent got its Welcome, from the restart, and how many Hellos that took.
     since = [await w.ask("since_mark") for w in workers] + [local.since_mark()]
@@ -1153,7 +1329,7 @@ async def main() -> None:
                 result["cold_ramp"] = await cold_ramp(args, agg, http, workers, local)
                 print("cold_ramp", json.dumps(result["cold_ramp"]), flush=True)
             done = await wait_connected(http, args.agents, args.connect_timeout_s, since=t0)
-            m, _, _ = await scrape(http)
+            m = (await scrape(http)).values
             result["connect"] = {
                 **done,
                 "aggregator_cpu_s": round(agg.cpu_s() - cpu0, 1),
@@ -1176,7 +1352,7 @@ async def main() -> None:
                 print("api", json.dumps(result["api"]), flush=True)
             if args.scrape_window_s:
                 result["scrape_while_changing"] = await scrape_while_changing(
-                    args, agg, http, local
+                    args, agg, base, local
                 )
                 print("scrape_while_changing", json.dumps(result["scrape_while_changing"]))
             if args.storm != "none":
