@@ -128,6 +128,15 @@ def live(seq: int, digest: bytes, *gpus: facts_pb2.GpuSensors) -> agent_pb2.Conn
     return agent_pb2.ConnectRequest(sensors=report)
 
 
+async def synced(ingest, state, ctx: FakeContext, seq: int = 1):
+    """A stream open with h100()'s FullFacts answered; its task and the node."""
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100(), seq=seq))
+    node = state.get("gpu-1")
+    assert node is not None
+    return task, node
+
+
 async def test_the_welcome_says_reports_may_stand_in_for_heartbeats():
     ingest, *_ = servicer()
     ctx = FakeContext()
@@ -139,10 +148,7 @@ async def test_the_welcome_says_reports_may_stand_in_for_heartbeats():
 async def test_a_report_with_the_held_hash_keeps_the_node_alive_as_a_heartbeat_would():
     ingest, state, _, writer = servicer()
     ctx = FakeContext()
-    task = await open_stream(ingest, ctx)
-    await ctx.reply(full(h100()))
-    node = state.get("gpu-1")
-    assert node is not None
+    task, node = await synced(ingest, state, ctx)
     reported_at, updates, generation = node.last_report_at, len(writer.updates), state.generation
     await ctx.inbox.put(live(1, wire.content_digest(h100()), gpu(0, temperature_celsius=40)))
     # Answered only after the report was handled: the stale hash gets its Resync.
@@ -158,10 +164,7 @@ async def test_a_report_with_the_held_hash_keeps_the_node_alive_as_a_heartbeat_w
 async def test_a_report_with_a_stale_hash_asks_for_a_resync_and_keeps_its_readings():
     ingest, state, _, _ = servicer()
     ctx = FakeContext()
-    task = await open_stream(ingest, ctx)
-    await ctx.reply(full(h100()))
-    node = state.get("gpu-1")
-    assert node is not None
+    task, node = await synced(ingest, state, ctx)
     reported_at = node.last_report_at
     answer = await ctx.reply(live(1, bytes(32), gpu(0, temperature_celsius=40)))
     assert answer.resync.reason == "SensorReport hash differs from held facts"
@@ -186,10 +189,7 @@ async def test_a_report_without_the_hash_is_readings_only():
     """An older agent's report: it heartbeats apart, so its reports move no report time."""
     ingest, state, _, _ = servicer()
     ctx = FakeContext()
-    task = await open_stream(ingest, ctx)
-    await ctx.reply(full(h100()))
-    node = state.get("gpu-1")
-    assert node is not None
+    task, node = await synced(ingest, state, ctx)
     reported_at = node.last_report_at
     await ctx.inbox.put(report(gpu(0, temperature_celsius=40)))
     await ctx.reply(beat(1, bytes(32)))  # answered after the report was handled
