@@ -19,6 +19,7 @@ import uvicorn
 from kubernetes.client import ApiClient
 from sqlalchemy.engine import make_url
 
+from plumb.aggregator import heap
 from plumb.aggregator.api import create_app
 from plumb.aggregator.api.models import NodeOut
 from plumb.aggregator.core import Core, NodeRows
@@ -27,7 +28,6 @@ from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.errors import InvalidInput, Unavailable
 from plumb.aggregator.fleet_baselines import FleetBaselines
 from plumb.aggregator.gates import Gates, ValidatedStacks
-from plumb.aggregator.heap import Heap, freeze_long_lived
 from plumb.aggregator.ingest.auth import build_authenticator
 from plumb.aggregator.ingest.port import Port
 from plumb.aggregator.ingest.servicer import Ingest
@@ -114,7 +114,7 @@ class Process:
             log.exception("restoring stored nodes failed; /readyz stays 503 until a restart")
             raise
         self.restored.set()
-        freeze_long_lived()  # the restored fleet, out of the collector's full passes (heap.py)
+        heap.freeze_long_lived()  # the restored fleet: out of the collector's full passes
         log.info("state restored", extra={"nodes": len(self.loaded)})
 
 
@@ -381,7 +381,7 @@ async def serve(settings: AggregatorSettings, port: Port) -> None:
     expire_task = asyncio.create_task(p.expire_nodes(), name="node-expiry")
     prune_task = asyncio.create_task(p.retention.run(p.restored), name="retention")
     schedule_task = asyncio.create_task(p.scheduler.run(p.restored), name="validation-schedule")
-    heap_task = asyncio.create_task(Heap(settings.gc_full_pass_s).run(), name="heap")
+    heap_task = asyncio.create_task(heap.run(settings.gc_full_pass_s), name="heap")
     lag_task = asyncio.create_task(p.loop_lag.run(), name="loop-lag")
     port.ready.set_result(p.ingest)  # held streams go on to Hello and Welcome from here
     # Nodes, components and the Lease (aggregator/k8s/cluster.py); None for the demo.

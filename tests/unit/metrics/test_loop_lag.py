@@ -22,7 +22,7 @@ async def test_a_held_loop_is_counted_as_lag():
     observe = loop_lag.lag.observe
     loop_lag.lag.observe = lambda value: (observe(value), observed.set())  # type: ignore[method-assign]
     task = asyncio.create_task(loop_lag.run())
-    await asyncio.sleep(0)  # the timer is set
+    # Runs after the task's first step (callbacks run in order), which sets the timer.
     asyncio.get_running_loop().call_soon(time.sleep, 0.3)  # held, as by a long render
     try:
         async with asyncio.timeout(10):

@@ -3,13 +3,12 @@ cycles that died among frozen objects."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import weakref
 
 import pytest
 
-from plumb.aggregator.heap import Heap
+from plumb.aggregator import heap
 
 
 class _Node:
@@ -18,33 +17,35 @@ class _Node:
     peer: _Node | None = None
 
 
-@pytest.fixture
-async def heap():
+@pytest.fixture(autouse=True)
+def unfrozen():
     gc.unfreeze()
-    h = Heap(full_pass_s=3600)
-    task = asyncio.create_task(h.run())
-    await asyncio.sleep(0)  # run() registers its callback before its first await
-    yield h
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    yield
     gc.unfreeze()
 
 
-async def test_survivors_of_a_full_pass_are_frozen(heap):
+def test_survivors_of_a_full_pass_are_frozen():
     survivor = [_Node() for _ in range(100)]
-    gc.collect()  # a full pass, as the collector runs one itself
-    await asyncio.sleep(0)  # the freeze is scheduled on the loop
+    with heap.freezing():
+        gc.collect()  # a full pass, as the collector runs one itself
     assert gc.get_freeze_count() >= len(survivor)
-    assert not any(gc.is_tracked(n) and n in gc.get_objects(generation=2) for n in survivor)
+    assert not any(n in gc.get_objects(generation=2) for n in survivor)
 
 
-async def test_a_younger_pass_freezes_nothing(heap):
-    gc.collect(generation=1)
-    await asyncio.sleep(0)
+def test_a_younger_pass_freezes_nothing():
+    with heap.freezing():
+        gc.collect(generation=1)
     assert gc.get_freeze_count() == 0
 
 
-async def test_the_periodic_pass_collects_a_cycle_that_died_frozen(heap):
+def test_outside_freezing_a_full_pass_freezes_nothing():
+    with heap.freezing():
+        pass
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_periodic_pass_collects_a_cycle_that_died_frozen():
     a, b = _Node(), _Node()
     a.peer, b.peer = b, a
     gone = weakref.ref(a)
