@@ -3,7 +3,7 @@
 `Kube` is the aggregator's client and the namespace validation workloads go to; a check
 returns a `Verdict`. The rest is what more than one check needs: conditions and discovery
 reads, the one-GPU Job (created, waited on within the check's timeout, always deleted with
-propagation Background, even on failure or cancellation), and the bare pods that use a
+its pods, even on failure or cancellation), and the bare pods that use a
 PodGroup or a ResourceClaim, with their deletion. It imports no check, so the check modules
 (workloads.py, cluster_state.py, nccl_pair.py, custom_metrics.py) import it at run time.
 The synchronous `kubernetes` client runs in threads (asyncio.to_thread).
@@ -38,6 +38,8 @@ __all__ = [
     "cluster_objects",
     "cluster_recipe",
     "condition",
+    "delete",
+    "delete_job",
     "delete_workload",
     "ended_why",
     "pending_why",
@@ -168,8 +170,8 @@ async def run_job(kube: Kube, check: CheckDef, *, gpus: int) -> Verdict:
             batch, core, ns, name, request, check.timeout_s, kube.poll_s, details
         )
     finally:
-        await asyncio.shield(asyncio.to_thread(_delete_job, batch, ns, name))
-        details["cleanup"] = "Job deleted (propagation Background)"
+        await asyncio.shield(asyncio.to_thread(delete_job, batch, core, ns, name))
+        details["cleanup"] = "Job and its pods deleted"
         log.debug("validation Job deleted", extra={"job": name, "s": time.monotonic() - started})
 
 
@@ -221,12 +223,24 @@ async def _wait_job(
         await asyncio.sleep(poll_s)
 
 
-def _delete_job(batch: client.BatchV1Api, ns: str, name: str) -> None:
+def delete_job(batch: client.BatchV1Api, core: client.CoreV1Api, ns: str, name: str) -> None:
+    """Delete the Job, then its pods ourselves: the garbage collector that would delete them
+    stalls on a cluster whose aggregated API is unavailable, and they would linger."""
+    delete(batch.delete_namespaced_job, name, ns, propagation_policy="Background")
+    delete(core.delete_collection_namespaced_pod, ns, label_selector=f"job-name={name}")
+
+
+def delete(call: Callable[..., object], *args: object, **kwargs: object) -> None:
+    """Make one delete call: gone already (404) is done; any other error is logged, so the
+    caller's next deletion still runs. Answers are not decoded (_preload_content=False): a
+    1.20 server answers some deletes with a Status the client fails to read as the object."""
     try:
-        batch.delete_namespaced_job(name, ns, propagation_policy="Background")
+        call(*args, **kwargs, _preload_content=False)
     except client.ApiException as exc:
         if exc.status != 404:
-            log.warning("validation Job not deleted", extra={"job": name, "error": str(exc)})
+            log.warning("validation object not deleted", extra={"obj": args, "error": str(exc)})
+    except Exception as exc:  # urllib3 / TLS
+        log.warning("validation object not deleted", extra={"obj": args, "error": str(exc)})
 
 
 def workload_labels(check: CheckDef) -> dict[str, str]:
@@ -292,21 +306,10 @@ def ended_why(pod: client.V1Pod) -> str:
 def delete_workload(kube: Kube, pods: list[str], custom: tuple[str, str, str, str] | None) -> None:
     """Delete the check's pods, then the object they use (PodGroup, ResourceClaim)."""
     core = client.CoreV1Api(kube.api)
-    deletes: list[Callable[[], object]] = [
-        lambda n=n: core.delete_namespaced_pod(n, kube.namespace, grace_period_seconds=0)
-        for n in pods
-    ]
+    for pod in pods:
+        delete(core.delete_namespaced_pod, pod, kube.namespace, grace_period_seconds=0)
     if custom is not None:
         group, version, plural, name = custom
         objects = client.CustomObjectsApi(kube.api)
-        deletes.append(
-            lambda: objects.delete_namespaced_custom_object(
-                group, version, kube.namespace, plural, name
-            )
-        )
-    for delete in deletes:
-        try:
-            delete()
-        except client.ApiException as exc:
-            if exc.status != 404:
-                log.warning("validation object not deleted", extra={"error": str(exc)})
+        ns = kube.namespace
+        delete(objects.delete_namespaced_custom_object, group, version, ns, plural, name)

@@ -32,7 +32,14 @@ from plumb import nccltests
 from plumb.aggregator.recipes import Catalog
 from plumb.aggregator.recipes.check_catalog import CheckDef, Minimum
 from plumb.aggregator.state.views import gpu_views
-from plumb.aggregator.validation.kube import CHECK_LABEL, GPU_RESOURCE, Kube, Verdict
+from plumb.aggregator.validation.kube import (
+    CHECK_LABEL,
+    GPU_RESOURCE,
+    Kube,
+    Verdict,
+    delete,
+    delete_job,
+)
 from plumb.aggregator.validation.stack import stack_of
 from plumb.facts import Reading
 
@@ -288,7 +295,7 @@ async def nccl_pair(
         return grade(nccltests.parse(text), check, pair, details)
     finally:
         await asyncio.shield(asyncio.to_thread(_delete, core, batch, ns, name))
-        details["cleanup"] = "Jobs, Service and Secret deleted"
+        details["cleanup"] = "Jobs and their pods, Service and Secret deleted"
         log.debug("nccl pair deleted", extra={"run": name, "s": time.monotonic() - started})
 
 
@@ -364,26 +371,11 @@ async def _launcher_log(
 
 
 def _delete(core: client.CoreV1Api, batch: client.BatchV1Api, ns: str, name: str) -> None:
-    """Delete every object of the run, each on its own: one failing leaves the others to go.
-
-    Answers are not decoded (_preload_content=False): a 1.20 server answers a Service delete
-    with a Status, which the client would fail to read as a Service.
-    """
-    raw = {"_preload_content": False}
-    calls = [
-        (batch.delete_namespaced_job, f"{name}-launcher", {"propagation_policy": "Background"}),
-        (batch.delete_namespaced_job, f"{name}-worker", {"propagation_policy": "Background"}),
-        (core.delete_namespaced_service, name, {}),
-        (core.delete_namespaced_secret, name, {}),
-    ]
-    for call, obj, kwargs in calls:
-        try:
-            call(obj, ns, **kwargs, **raw)
-        except client.ApiException as exc:
-            if exc.status != 404:
-                log.warning("nccl pair object not deleted", extra={"obj": obj, "error": str(exc)})
-        except Exception as exc:  # urllib3 / TLS: the other objects still go
-            log.warning("nccl pair object not deleted", extra={"obj": obj, "error": str(exc)})
+    """Delete every object of the run, each on its own: one failing leaves the others to go."""
+    for job in (f"{name}-launcher", f"{name}-worker"):
+        delete_job(batch, core, ns, job)
+    delete(core.delete_namespaced_service, name, ns)
+    delete(core.delete_namespaced_secret, name, ns)
 
 
 # -- the grade --------------------------------------------------------------------------------

@@ -75,8 +75,10 @@ def play_kubelet(api, ns, stop: threading.Event, seen: dict[str, object]) -> Non
     """Every scheduled pod of the pair succeeds; what the run created is noted on the way."""
     core = client.CoreV1Api(api)
     while not stop.is_set():
+        # Pods first: a launcher pod listed means both Jobs exist until it is marked done.
+        pods = core.list_namespaced_pod(ns, label_selector=PAIR).items
         seen.update({k: v for k, v in left(api, ns).items() if v})
-        for pod in core.list_namespaced_pod(ns, label_selector=PAIR).items:
+        for pod in pods:
             if pod.spec.node_name and pod.status.phase == "Pending":
                 seen[pod.metadata.labels["plumb.dev/role"]] = pod.spec.node_name
                 core.patch_namespaced_pod_status(
@@ -150,7 +152,7 @@ def test_a_pair_that_never_finishes_fails_at_its_timeout_and_is_deleted(api, kub
     )
     assert (status, message) == ("fail", "the all-reduce did not finish within 2 s")
     assert details["log"] == "not readable: 400 Bad Request"
-    assert details["cleanup"] == "Jobs, Service and Secret deleted"
+    assert details["cleanup"] == "Jobs and their pods, Service and Secret deleted"
     until(lambda: left(api, namespace) == {"jobs": [], "services": [], "secrets": []},
           what="the pair's objects deleted")  # fmt: skip
 
