@@ -165,7 +165,9 @@ def _clients():
                 CountingClient.errors[exc.code().name] += 1
                 # Where it ended (before or after Welcome) and what gRPC said: the cause.
                 when = "after_welcome" if self.connections > opened else "before_welcome"
-                detail = f"{exc.code().name} {when}: {(exc.details() or '')[:70]}"
+                # Core's own words name the failing op (a write, the status read): the cause.
+                core = re.sub(r" object at 0x[0-9a-f]+", "", exc.debug_error_string() or "")
+                detail = f"{exc.code().name} {when}: {(exc.details() or '')[:70]} | {core[-90:]}"
                 CountingClient.error_details[detail] += 1
                 raise
             except TimeoutError:  # the only timed wait of a session: Hello -> Welcome
