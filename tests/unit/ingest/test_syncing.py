@@ -87,8 +87,20 @@ def test_a_line_that_has_passed_starts_again_from_now():
     _finish(syncing, clock, 2, 1.0)
     syncing.admit(), syncing.admit()
     assert _hints(syncing, 4) == [1, 1, 2, 2]
-    clock.now += 3.0  # the line's last turn (+2 s) has passed; 2 syncs in 4 s: 0.5 a second
-    assert _hints(syncing, 2) == [2, 4]
+    clock.now += 3.0  # the line's last turn (+2 s) has passed: turns again from now
+    # 2 syncs in 4 s is 0.5 a second, below the floor's pace (2 in 2 s): a turn a second.
+    assert _hints(syncing, 2) == [1, 2]
+
+
+def test_a_rate_slowed_by_agents_waiting_out_hints_does_not_spread_the_line_wider():
+    clock = Clock()
+    syncing = Syncing(8, 100, 2.0, clock)
+    _finish(syncing, clock, 3, 1.0)  # 3 in 2 s: 1.5 a second, as while the line waits
+    for _ in range(8):
+        syncing.admit()
+    # At the floor's pace, 8 in 2 s: turns at +0.25, +0.5, +0.75, +1 s (not 1.5 a second's
+    # +0.7, +1.3, +2, +2.7 s, which would leave the aggregator idle while the line waits).
+    assert _hints(syncing, 4) == [1, 1, 1, 1]
 
 
 def test_no_hint_is_longer_than_the_cap_and_the_line_stops_growing_there():
