@@ -123,14 +123,10 @@ class StreamClient:
                     await self._session(channel, stop)
             except grpc.aio.AioRpcError as exc:
                 retry_after_s = _retry_after_s(exc)
-                log.warning(
-                    "stream closed",
-                    extra={
-                        "code": exc.code().name,
-                        "details": exc.details(),
-                        "target": self._target,
-                    },
-                )
+                extra = {"code": exc.code().name, "details": exc.details(), "target": self._target}
+                if status_lost(exc):
+                    extra["note"] = LOST_STATUS_NOTE
+                log.warning("stream closed", extra=extra)
             except (TimeoutError, ConnectionError, OSError) as exc:
                 log.warning("stream failed", extra={"error": str(exc), "target": self._target})
             if self.connections > opened:
@@ -359,6 +355,20 @@ def pushback_delay(retry_after_s: float, rng: random.Random | None = None) -> fl
     agents by giving each a later hint than the last (aggregator/ingest/syncing.py), and
     doubling the hint would leave it idle while the tail waits."""
     return retry_after_s + (rng or random).uniform(0, 1.0 + retry_after_s / 4)
+
+
+LOST_STATUS_NOTE = (
+    "the stream ended while the agent was writing to it, and gRPC reports that as INTERNAL"
+    " in place of the aggregator's status (grpc/grpc#36066): the agent reconnects"
+)
+
+
+def status_lost(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether `exc` is gRPC's INTERNAL for a write to a stream that had already ended: the
+    client library then drops the status the aggregator sent (a refusal, a shutdown)."""
+    return exc.code() == grpc.StatusCode.INTERNAL and "SendMessageOperation" in (
+        exc.debug_error_string() or ""
+    )
 
 
 def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:

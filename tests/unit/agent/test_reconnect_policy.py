@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from plumb.agent.settings import StreamSettings
-from plumb.agent.stream import _retry_after_s, pushback_delay, reconnect_delay
+from plumb.agent.stream import _retry_after_s, pushback_delay, reconnect_delay, status_lost
 
 S = StreamSettings(reconnect_window_s=10.0, backoff_max_s=30.0)
 
@@ -77,3 +77,20 @@ def test_no_hint_or_another_code_means_the_own_backoff():
     assert _retry_after_s(_refusal(grpc.StatusCode.UNAVAILABLE)) is None
     refused = _refusal(grpc.StatusCode.PERMISSION_DENIED, ("plumb-retry-after-s", "2"))
     assert _retry_after_s(refused) is None
+
+
+def test_an_internal_from_a_write_to_an_ended_stream_is_named_as_a_lost_status():
+    # What grpcio 1.85's asyncio client raised from Hello writes to streams that 2,000
+    # concurrent clients had refused RESOURCE_EXHAUSTED (1 in 10 of them).
+    core = 'Failed "execute_batch": (<grpc._cython.cygrpc.SendMessageOperation object at 0x7f1>,)'
+    lost = grpc.aio.AioRpcError(
+        grpc.StatusCode.INTERNAL,
+        grpc.aio.Metadata(),
+        grpc.aio.Metadata(),
+        details="Internal error from Core",
+        debug_error_string=core,
+    )
+    assert status_lost(lost)
+    assert _retry_after_s(lost) is None  # the hint went with the status: the own backoff
+    assert not status_lost(_refusal(grpc.StatusCode.INTERNAL))  # an INTERNAL the server sent
+    assert not status_lost(_refusal(grpc.StatusCode.RESOURCE_EXHAUSTED))
