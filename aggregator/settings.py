@@ -53,6 +53,7 @@ class IngestSettings(BaseModel):
     # restarted aggregator refused 168 of 200 reconnecting agents with hints up to 11 s
     # (tests/integration/faults/test_aggregator_killed.py), and at 2,000 agents 256 resynced
     # a SIGKILL storm in 65.6 s where 32 took 86.6 s (bench/results/ramp_storm_2000_*.json).
+    # Refused agents are lined up no slower than this many per sync_target_s.
     min_syncing_streams: int = Field(256, ge=1)
     # A fixed 256 throttled a 10,000-agent cold start whose agents were slow to send their
     # facts (Little's law: 256 in flight at 1 s each is 256 syncs a second at most); 4,096

@@ -3,8 +3,8 @@
 `Kube` is the aggregator's client and the namespace validation workloads go to; a check
 returns a `Verdict`. The rest is what more than one check needs: conditions and discovery
 reads, the one-GPU Job (created, waited on within the check's timeout, always deleted with
-its pods, even on failure or cancellation), and the bare pods that use a
-PodGroup or a ResourceClaim, with their deletion. It imports no check, so the check modules
+its pods, even on failure or cancellation), and the bare pods that use a PodGroup or a
+ResourceClaim, with their deletion. It imports no check, so the check modules
 (workloads.py, cluster_state.py, nccl_pair.py, custom_metrics.py) import it at run time.
 The synchronous `kubernetes` client runs in threads (asyncio.to_thread).
 """
