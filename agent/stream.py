@@ -323,12 +323,17 @@ class StreamClient:
         """Once the full facts are out, the GPUs' latest readings every `sensor_interval_s`.
 
         Read only when one is due: the aggregator keeps the latest value alone, so a reading
-        between reports would be thrown away unseen."""
+        between reports would be thrown away unseen. A read that raises is logged and skipped
+        (heartbeats cover the gap); the next interval reads again."""
         if self._sense is None:
             return
         await self._facts_sent.wait()
         while True:
-            gpus = await self._read_node(self._sense)
+            try:
+                gpus = await self._read_node(self._sense)
+            except Exception as exc:  # NVML lost mid-session: say so, keep the stream, try again
+                log.warning("sensor read failed", extra={"error": str(exc)})
+                gpus = []
             if gpus:
                 await self._send_sensors(call, gpus)
             await asyncio.sleep(self._settings.sensor_interval_s)

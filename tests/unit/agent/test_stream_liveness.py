@@ -8,6 +8,7 @@ The aggregator is a stand-in gRPC server in the test, recording what the agent s
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import grpc
 
@@ -46,8 +47,9 @@ class Records(agent_pb2_grpc.AgentServiceServicer):
             await self.sent.put(msg)
 
 
-async def streamed(sensors_heartbeat: bool, gpus: list[GpuSensors], until) -> list:
-    """What an agent with readings `gpus` sent, after its full facts, until `until(sent)`."""
+async def streamed(sensors_heartbeat: bool, gpus: list[GpuSensors], until, sense=None) -> list:
+    """What an agent with readings `gpus` (or from `sense`) sent, after its full facts, until
+    `until(sent)`."""
     servicer = Records(sensors_heartbeat)
     server = grpc.aio.server()
     agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
@@ -59,7 +61,7 @@ async def streamed(sensors_heartbeat: bool, gpus: list[GpuSensors], until) -> li
         Identity("gpu-1", "test", "b-1"),
         lambda: FACTS,
         SETTINGS,
-        sense=lambda: gpus,
+        sense=sense or (lambda: gpus),
     )
     agent = asyncio.create_task(client.run(stop))
     sent: list[agent_pb2.ConnectRequest] = []
@@ -97,3 +99,21 @@ async def test_an_older_aggregator_gets_readings_only_and_heartbeats_apart():
 async def test_a_node_without_readings_keeps_heartbeating():
     sent = await streamed(True, [], lambda s: kinds(s).count("heartbeat") >= 2)
     assert set(kinds(sent)) == {"heartbeat"}
+
+
+async def test_a_sensor_read_that_raises_is_logged_and_the_next_one_reports_again(caplog):
+    reads = 0
+
+    def sense() -> list[GpuSensors]:
+        nonlocal reads
+        reads += 1
+        if reads in (2, 3):
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return GPUS
+
+    caplog.set_level(logging.WARNING, logger="plumb.agent.stream")
+    sent = await streamed(True, GPUS, lambda s: kinds(s).count("sensors") >= 3, sense=sense)
+    assert reads >= 4  # reading went on after the two failures
+    failed = [r for r in caplog.records if r.getMessage() == "sensor read failed"]
+    assert [r.error for r in failed] == ["NVML_ERROR_GPU_IS_LOST"] * 2
+    assert kinds(sent).count("sensors") >= 3
