@@ -140,8 +140,8 @@ def _short(stack: str | None) -> str:
 
 def decide(pool: str, members: Iterable[Member], canary_label: str) -> Gate:
     """The gate of `pool` from its members (pure: tests hand it the members)."""
-    members = sorted(members, key=lambda m: m.name)
-    canaries = tuple(m for m in members if m.canary)
+    members = list(members)
+    canaries = tuple(sorted((m for m in members if m.canary), key=lambda m: m.name))
     rest = Counter(m.stack for m in members if not m.canary and m.stack is not None)
     most = max(rest.values(), default=0)
     leaders = {s for s, n in rest.items() if n == most}
@@ -192,8 +192,13 @@ class Gates:
         self._stacks = stacks
         self._latest = latest
         self._settings = settings
-        # all() for (state generation, runs recorded): a scrape between changes costs nothing.
-        self._all: tuple[tuple[int, int], list[Gate]] | None = None
+        # all() decides again only the pools whose nodes changed (`touched`) since it last
+        # ran, or every pool once a validation run is recorded: a scrape costs what changed.
+        self._version: int | None = None  # stacks.version all() last ran at; None: never
+        self._touched: set[str] = set()
+        self._members: dict[str, dict[str, Member]] = {}  # pool -> node -> as all() saw it
+        self._pool_of: dict[str, str] = {}
+        self._gates: dict[str, Gate] = {}
 
     def pools(self) -> list[str]:
         """The pools that have nodes, by name."""
@@ -210,40 +215,65 @@ class Gates:
             )
         return self._decide(pool, names, self._latest())
 
+    def touched(self, name: str) -> None:
+        """Node `name` changed (facts, connection, findings, pool, or it is gone): all()
+        decides its pool again, and the one it left."""
+        self._touched.add(name)
+
     def all(self) -> list[Gate]:
-        """Every pool's gate, recomputed only after a change of the state or the results."""
-        key = (self._state.generation, self._stacks.version)
-        if self._all is None or self._all[0] != key:
-            latest = self._latest()
-            gates = [self._decide(p, self._evaluator.pools[p], latest) for p in self.pools()]
-            self._all = (key, gates)
-        return self._all[1]
+        """Every pool's gate; decided again only where something changed since last time."""
+        if self._version != self._stacks.version:
+            self._version = self._stacks.version
+            self._members, self._pool_of, self._gates = {}, {}, {}
+            self._touched = {name for names in self._evaluator.pools.values() for name in names}
+        if self._touched:
+            latest, stale = self._latest(), set()
+            for name in self._touched:
+                left = self._pool_of.pop(name, None)
+                if left is not None:
+                    del self._members[left][name]
+                    stale.add(left)
+                pool = self._evaluator.pool_of(name)
+                member = None if pool is None else self._member(name, latest)
+                if pool is not None and member is not None:
+                    self._members.setdefault(pool, {})[name] = member
+                    self._pool_of[name] = pool
+                    stale.add(pool)
+            self._touched.clear()
+            for pool in stale:
+                members = self._members.get(pool)
+                if members:
+                    self._gates[pool] = decide(pool, members.values(), self._settings.canary_label)
+                else:
+                    self._members.pop(pool, None)
+                    self._gates.pop(pool, None)
+        return [self._gates[pool] for pool in sorted(self._gates)]
 
     def _decide(
         self, pool: str, names: Iterable[str], latest: Mapping[str, list[CheckResult]]
     ) -> Gate:
+        members = (self._member(name, latest) for name in names)
+        return decide(pool, (m for m in members if m is not None), self._settings.canary_label)
+
+    def _member(self, name: str, latest: Mapping[str, list[CheckResult]]) -> Member | None:
+        """Node `name` as its pool's gate sees it; None when it is gone."""
+        node = self._state.get(name)
+        if node is None:
+            return None
         s = self._settings
-        members = []
-        for name in names:
-            node = self._state.get(name)
-            if node is None:
-                continue
-            canary = node.value(CANARY_FACT) is True
-            members.append(
-                Member(
-                    name,
-                    canary,
-                    node.connected,
-                    node.stack_hash or None,
-                    validated_stack(node, latest.get(name, ())) if canary else None,
-                    self._stacks.previous(name),
-                    tuple(
-                        f
-                        for f in self._evaluator.drift.open_findings(name)
-                        if f.kind in s.blocking_kinds and f.severity in s.blocking_severities
-                    )
-                    if canary
-                    else (),
-                )
+        canary = node.value(CANARY_FACT) is True
+        return Member(
+            name,
+            canary,
+            node.connected,
+            node.stack_hash or None,
+            validated_stack(node, latest.get(name, ())) if canary else None,
+            self._stacks.previous(name),
+            tuple(
+                f
+                for f in self._evaluator.drift.open_findings(name)
+                if f.kind in s.blocking_kinds and f.severity in s.blocking_severities
             )
-        return decide(pool, members, s.canary_label)
+            if canary
+            else (),
+        )

@@ -156,11 +156,17 @@ async def open_process(settings: AggregatorSettings) -> Process:
     )
 
     rows = NodeRows(state, evaluator, lambda o: NodeOut.of(o).model_dump(mode="json"))
+    # The stacks nodes were validated at, noted as each run finishes (and counted), and the
+    # rollout gates per pool (GET /v1/gates, plumb_gate_open) decided from them.
+    stacks = ValidatedStacks(state, lambda: validator.latest_by_node())
+    gates = Gates(state, evaluator, stacks, lambda: validator.latest_by_node(), settings.gates)
 
     def touched(name: str) -> None:
-        """A node changed: what /metrics and the node lists show of it is rendered again."""
+        """A node changed: what /metrics, the node lists and its pool's gate show of it is
+        rendered again."""
         page.touched(name)
         rows.touched(name)
+        gates.touched(name)
 
     def seen(name: str) -> None:
         """Only a node's report time moved: the one line and field that show it."""
@@ -245,8 +251,6 @@ async def open_process(settings: AggregatorSettings) -> Process:
         if run.finished_at is not None:
             await fleet.regrade()  # the figures just stored move the twins' baselines
 
-    # The stacks nodes were validated at, noted as each run finishes (and counted).
-    stacks = ValidatedStacks(state, lambda: validator.latest_by_node())
     validation_metrics = ValidationMetrics(registry)
 
     def finished(run: ValidationRun) -> None:
@@ -271,7 +275,6 @@ async def open_process(settings: AggregatorSettings) -> Process:
         prometheus=Prometheus(v.prometheus_url) if v.prometheus_url else None,
     )
     ValidationResults(registry, validator)
-    gates = Gates(state, evaluator, stacks, validator.latest_by_node, settings.gates)
     GateCollector(registry, lambda: ((g.pool, g.open) for g in gates.all()))
     try:
         scheduler = Scheduler(

@@ -91,6 +91,10 @@ class Evaluator:
             out.extend(self._refresh_pool(pool, skip=name))
         return [t for t in out if t]
 
+    def pool_of(self, name: str) -> str | None:
+        """The pool node `name` was last evaluated in; None before its first evaluation."""
+        return self._pool_of.get(name)
+
     def pool_driver_versions(self) -> dict[str, int]:
         """Distinct driver versions among the nodes of each pool."""
         return {pool: len(self._drivers.get(pool, ())) for pool in self.pools}

@@ -1,11 +1,23 @@
-"""Validated stacks and rollout gates: hand-written pools, canaries and check results."""
+"""Validated stacks and rollout gates: hand-written pools, canaries and check results, and
+Gates over a live state, deciding again only the pools that changed."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from plumb.aggregator.drift import DriftFinding
-from plumb.aggregator.gates import Member, ValidatedStacks, decide, validated_stack
+from plumb.aggregator.drift import DriftEngine, DriftFinding
+from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.gates import (
+    CANARY_FACT,
+    Gate,
+    Gates,
+    Member,
+    ValidatedStacks,
+    decide,
+    validated_stack,
+)
+from plumb.aggregator.recipes import ResolutionCache, load_catalog
+from plumb.aggregator.settings import GateSettings, RecipeSettings
 from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.state.stack import stack_hash
 from plumb.aggregator.validation.model import CheckResult, ValidationRun
@@ -15,6 +27,7 @@ POOL = "eks/h100/ubuntu/training/any"
 LABEL = "plumb.dev/canary=true"
 OLD, NEW = "a" * 64, "b" * 64
 T0 = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)
+CATALOG = load_catalog()
 
 
 def member(name: str, stack: str | None, *, canary: bool = False, **kw) -> Member:
@@ -157,3 +170,67 @@ def test_the_stack_hash_follows_versions_and_inventory_not_counters():
     assert stack_hash(upgraded, paths) != base
     # Hex SHA-256: its first 16 digits are a valid label value.
     assert len(base) == 64 and all(c in "0123456789abcdef" for c in base)
+
+
+def _pools() -> tuple[LiveState, Evaluator, ValidatedStacks, Gates]:
+    """Three ubuntu nodes (one a canary, down to no stack facts) and two rhel ones, evaluated."""
+    state = LiveState()
+    evaluator = Evaluator(
+        state,
+        ResolutionCache(CATALOG),
+        RecipeSettings(),
+        DriftEngine(CATALOG.drift, lambda: T0, xids=CATALOG.xids),
+    )
+    for name, os_id in (("u-1", "ubuntu"), ("u-2", "ubuntu"), ("canary", "ubuntu"),
+                        ("r-1", "rhel"), ("r-2", "rhel")):  # fmt: skip
+        node = state.node(name, T0)
+        node.connected = True
+        node.facts = {"host.os_id": Reading.ok(os_id)}
+        if name == "canary":
+            node.facts = {**node.facts, CANARY_FACT: Reading.ok(True)}
+        evaluator.node_changed(node)
+    stacks = ValidatedStacks(state, dict)
+    return state, evaluator, stacks, Gates(state, evaluator, stacks, dict, GateSettings())
+
+
+def _gates(gates: Gates) -> dict[str, Gate]:
+    return {g.pool.split("/")[2]: g for g in gates.all()}
+
+
+def test_all_decides_again_only_the_pools_of_the_nodes_touched_since():
+    state, evaluator, _, gates = _pools()
+    first = _gates(gates)
+    assert {os: g.nodes for os, g in first.items()} == {"ubuntu": 3, "rhel": 2}
+    assert first["ubuntu"].reasons == ("canary: no stack facts yet",)
+    state.get("canary").connected = False  # type: ignore[union-attr]
+    assert _gates(gates) == first, "nothing was touched: the gates stand as decided"
+    gates.touched("canary")
+    then = _gates(gates)
+    assert then["ubuntu"].reasons == (
+        "canary: its agent is not reporting",
+        "canary: no stack facts yet",
+    )
+    assert then["rhel"] is first["rhel"], "a pool none of whose nodes changed is not decided"
+
+
+def test_a_node_that_moves_or_goes_leaves_its_pools_gate():
+    state, evaluator, _, gates = _pools()
+    _gates(gates)
+    moved = state.get("r-1")
+    moved.facts = {"host.os_id": Reading.ok("ubuntu")}  # type: ignore[union-attr]
+    evaluator.node_changed(moved)  # type: ignore[arg-type]
+    gates.touched("r-1")
+    assert {os: g.nodes for os, g in _gates(gates).items()} == {"ubuntu": 4, "rhel": 1}
+    state.remove("r-2")
+    evaluator.forget("r-2")
+    gates.touched("r-2")
+    assert set(_gates(gates)) == {"ubuntu"}, "a pool without nodes has no gate"
+
+
+def test_a_recorded_validation_run_decides_every_pool_again():
+    _, _, stacks, gates = _pools()
+    first = _gates(gates)
+    stacks.record(ValidationRun("r", ("conformance",), (), ("canary",), T0, 60))
+    then = _gates(gates)
+    assert then == first
+    assert all(then[os] is not first[os] for os in first)
