@@ -14,7 +14,7 @@ from prometheus_client.utils import floatToGoString
 
 from plumb.aggregator.drift import SEVERITIES
 from plumb.aggregator.drift.evaluation import Evaluator
-from plumb.aggregator.metrics.text import Families, escape, label_text
+from plumb.aggregator.metrics.text import NODES_PER_PIECE, Families, escape, label_text
 from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary
 from plumb.aggregator.state.replicas import Membership
 
@@ -47,8 +47,8 @@ class NodeSeries:
         self._membership = membership
         self._alive = membership.alive
         self._nodes: dict[str, _NodeLines] = {}
-        self._stack = Families(STACK)
-        self._seen = Families((LAST_REPORT,))
+        self._stack = Families(STACK, NODES_PER_PIECE)
+        self._seen = Families((LAST_REPORT,), NODES_PER_PIECE)
 
     def touched(self, name: str) -> None:
         """Re-render what changed of node `name`'s lines; drop them when it is gone or
@@ -99,7 +99,7 @@ class NodeSeries:
             self._alive = self._membership.alive
             for name in {*self._nodes, *(n.name for n in self._state.nodes())}:
                 self.touched(name)
-        return [self._stack.render(), self._seen.render()]
+        return [*self._stack.pieces(), *self._seen.pieces()]
 
 
 class _NodeLines:

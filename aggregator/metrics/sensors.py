@@ -13,7 +13,8 @@ rendered here beside the draw with the same labels, so draw / limit divides in o
 
 A report costs what changed: each GPU's lines are kept with the readings they show and
 formatted again only when those readings move, with each GPU's label prefixes made once per
-facts version. A scrape joins the kept bytes a slice of nodes at a time (metrics/text.py).
+facts version. A scrape joins the kept bytes a slice of nodes at a time, and only the slices
+whose nodes reported since (metrics/text.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 
 from prometheus_client.utils import floatToGoString
 
-from plumb.aggregator.metrics.text import Families, escape
+from plumb.aggregator.metrics.text import NODES_PER_PIECE, Families, escape
 from plumb.aggregator.state.live import LiveState, NodeState, Sensors
 from plumb.aggregator.state.replicas import Membership
 from plumb.sensors import CLOCK_EVENT_REASONS, GpuSensors
@@ -116,8 +117,6 @@ TIMESTAMP = (
 
 _REASONS = tuple(CLOCK_EVENT_REASONS.items())
 _SOURCES = tuple(f[3] for f in FAMILIES)
-# Nodes joined into one piece of a scrape: a few hundred KB, a fraction of a millisecond.
-_NODES_PER_PIECE = 500
 
 
 class SensorSeries:
@@ -130,7 +129,7 @@ class SensorSeries:
         self._membership = membership
         self._alive = membership.alive
         self._nodes: dict[str, _NodeLines] = {}
-        self._families = Families([f[:3] for f in (*FAMILIES, TIMESTAMP)])
+        self._families = Families([f[:3] for f in (*FAMILIES, TIMESTAMP)], NODES_PER_PIECE)
 
     def touched(self, name: str) -> None:
         """Re-render node `name`'s lines if its readings or facts changed; drop them when it
@@ -157,7 +156,7 @@ class SensorSeries:
             for name in {*self._nodes, *(n.name for n in self._state.nodes())}:
                 self._nodes.pop(name, None)
                 self.touched(name)
-        return self._families.pieces(_NODES_PER_PIECE)
+        return self._families.pieces()
 
 
 class _NodeLines:

@@ -2,9 +2,10 @@
 
 A scrape of 1,000 8-GPU nodes is ~26 MB; formatting it per scrape took ~100 ms on the event
 loop and held every stream's Ack back that long. Instead each node's lines are rendered
-when the node changes (NodeSeries, SensorSeries) and kept here as bytes per family; a scrape
-joins them in C, one family after another so each has one `# HELP` and `# TYPE`, and the
-joined page is kept until a node's lines change again.
+when the node changes (NodeSeries, SensorSeries) and kept here as bytes per family. The
+nodes, by name, are cut in slices of a few hundred; each slice's lines of each family are
+joined once and kept until one of its nodes' lines change, so a scrape after one node
+changed joins one slice again, not the fleet (bench/README.md, issue 21).
 """
 
 from __future__ import annotations
@@ -12,19 +13,28 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
 
-__all__ = ["Families", "escape", "label_text"]
+__all__ = ["NODES_PER_PIECE", "Families", "escape", "label_text"]
+
+# Nodes per slice: a piece of a few hundred KB, joined in a fraction of a millisecond.
+NODES_PER_PIECE = 500
 
 
 class Families:
-    """Families (name, help, type) in the order rendered, with each node's lines per family."""
+    """Families (name, help, type) in the order rendered, with each node's lines per family,
+    joined `per` nodes at a time."""
 
-    def __init__(self, families: Sequence[tuple[str, str, str]]):
+    def __init__(self, families: Sequence[tuple[str, str, str]], per: int):
         self._headers = tuple(
             f"# HELP {name} {doc}\n# TYPE {name} {kind}\n".encode() for name, doc, kind in families
         )
+        self._columns = range(len(self._headers))
+        self._per = per
         self._lines: dict[str, tuple[bytes, ...]] = {}
-        self._order: list[str] | None = []  # the nodes by name; None once one comes or goes
-        self._text: bytes | None = None  # the joined page; None once any node's lines change
+        # The nodes by name, cut in slices of `per`; None once one comes or goes.
+        self._slices: list[list[str]] | None = None
+        self._slice_of: dict[str, int] = {}
+        # Per slice, its lines joined per family; None until joined, and once a node's change.
+        self._joined: list[tuple[bytes, ...] | None] = []
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -39,46 +49,45 @@ class Families:
     def set(self, node: str, lines: tuple[bytes, ...]) -> None:
         """Make `lines` (one bytes per family, b"" for none) node `node`'s lines."""
         assert len(lines) == len(self._headers)
-        if node not in self._lines:
-            self._order = None
-        elif self._lines[node] == lines:
+        held = self._lines.get(node)
+        if held is None:
+            self._slices = None
+        elif held == lines:
             return
+        elif self._slices is not None:
+            self._joined[self._slice_of[node]] = None
         self._lines[node] = lines
-        self._text = None
 
     def drop(self, node: str) -> None:
         """Remove node `node`'s lines, if it has any."""
         if self._lines.pop(node, None) is not None:
-            self._order, self._text = None, None
+            self._slices = None
 
-    def render(self) -> bytes:
-        """Every family: its header, then each node's lines, nodes by name."""
-        if self._text is None:
-            if self._order is None:
-                self._order = sorted(self._lines)
-            rows = list(map(self._lines.__getitem__, self._order))
-            parts: list[bytes] = []
-            for i, header in enumerate(self._headers):
-                parts.append(header)
-                parts.extend(map(itemgetter(i), rows))
-            self._text = b"".join(parts)
-        return self._text
+    def pieces(self) -> Iterator[bytes]:
+        """Every family: its header, then each slice's lines of it, nodes by name; a slice is
+        joined (and kept) when first needed, so a caller may send the pieces as they come."""
+        if self._slices is None:
+            order = sorted(self._lines)
+            self._slices = [order[i : i + self._per] for i in range(0, len(order), self._per)]
+            self._slice_of = {n: i for i, names in enumerate(self._slices) for n in names}
+            self._joined = [None] * len(self._slices)
+        return self._pieces(self._slices, self._joined)
 
-    def pieces(self, per: int) -> Iterator[bytes]:
-        """What `render` joins, as the nodes are now, in pieces of `per` nodes' lines of one
-        family: for a page too big to join at once on the event loop (the sensor gauges)."""
-        if self._order is None:
-            self._order = sorted(self._lines)
-        rows = list(map(self._lines.__getitem__, self._order))
-
-        def pieces() -> Iterator[bytes]:
-            for i, header in enumerate(self._headers):
-                yield header
-                column = itemgetter(i)
-                for start in range(0, len(rows), per):
-                    yield b"".join(map(column, rows[start : start + per]))
-
-        return pieces()
+    def _pieces(
+        self, slices: list[list[str]], joined: list[tuple[bytes, ...] | None]
+    ) -> Iterator[bytes]:
+        # A node may come, go or change while the caller sends: each slice is joined from
+        # the lines as they are then, and kept only while the slices are still these.
+        for i, header in enumerate(self._headers):
+            yield header
+            for k, names in enumerate(slices):
+                held = joined[k]
+                if held is None:
+                    rows = [r for r in map(self._lines.get, names) if r is not None]
+                    held = tuple(b"".join(map(itemgetter(f), rows)) for f in self._columns)
+                    if joined is self._joined:
+                        joined[k] = held
+                yield held[i]
 
 
 def escape(value: str) -> str:

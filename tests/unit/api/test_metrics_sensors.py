@@ -8,7 +8,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from plumb import facts as wire
 from plumb.aggregator.metrics.sensors import SensorSeries
-from plumb.aggregator.metrics.text import Families
 from plumb.aggregator.state.live import LiveState, Sensors
 from plumb.aggregator.state.replicas import Membership
 from plumb.sensors import GpuSensors
@@ -224,24 +223,6 @@ def test_values_read_as_prometheus_client_writes_them():
     series.touched("n1")
     assert f"plumb_gpu_power_draw_watts{{{LABELS}}} 0.125\n" in _text(series)
     assert f"plumb_gpu_utilization_ratio{{{LABELS}}} 1.0\n" in _text(series)
-
-
-def test_the_page_in_pieces_is_the_page_joined_at_once():
-    families = Families([("a", "A.", "gauge"), ("b", "B.", "gauge")])
-    for name in ("n3", "n1", "n2"):
-        families.set(
-            name, (f'a{{node="{name}"}} 1.0\n'.encode(), f'b{{node="{name}"}} 2.0\n'.encode())
-        )
-    pieces = list(families.pieces(2))
-    assert pieces == [
-        b"# HELP a A.\n# TYPE a gauge\n",
-        b'a{node="n1"} 1.0\na{node="n2"} 1.0\n',
-        b'a{node="n3"} 1.0\n',
-        b"# HELP b B.\n# TYPE b gauge\n",
-        b'b{node="n1"} 2.0\nb{node="n2"} 2.0\n',
-        b'b{node="n3"} 2.0\n',
-    ]
-    assert b"".join(pieces) == families.render()
 
 
 def test_a_report_without_gpus_shows_only_when_it_came():

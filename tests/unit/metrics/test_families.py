@@ -1,0 +1,69 @@
+"""Families: per-node lines joined a slice of nodes at a time, and joined again only where a
+node's lines changed."""
+
+from __future__ import annotations
+
+from plumb.aggregator.metrics.text import Families
+
+HEADERS = [b"# HELP a A.\n# TYPE a gauge\n", b"# HELP b B.\n# TYPE b gauge\n"]
+
+
+def lines(name: str, value: str = "1.0") -> tuple[bytes, bytes]:
+    return (f'a{{node="{name}"}} {value}\n'.encode(), f'b{{node="{name}"}} 2.0\n'.encode())
+
+
+def families(*names: str) -> Families:
+    out = Families([("a", "A.", "gauge"), ("b", "B.", "gauge")], per=2)
+    for name in names:
+        out.set(name, lines(name))
+    return out
+
+
+def test_each_family_has_one_header_then_the_nodes_by_name_in_slices():
+    assert list(families("n3", "n1", "n2").pieces()) == [
+        HEADERS[0],
+        b'a{node="n1"} 1.0\na{node="n2"} 1.0\n',
+        b'a{node="n3"} 1.0\n',
+        HEADERS[1],
+        b'b{node="n1"} 2.0\nb{node="n2"} 2.0\n',
+        b'b{node="n3"} 2.0\n',
+    ]
+
+
+def test_a_change_joins_only_its_own_slice_again():
+    page = families("n1", "n2", "n3", "n4")
+    before = list(page.pieces())
+    page.set("n3", lines("n3", "5.0"))
+    after = list(page.pieces())
+    assert after[2] == b'a{node="n3"} 5.0\na{node="n4"} 1.0\n'
+    assert after[1] is before[1] and after[4] is before[4], "n1 and n2's slice was kept"
+    page.set("n3", lines("n3", "5.0"))  # the same lines: nothing to join
+    assert all(x is y for x, y in zip(page.pieces(), after, strict=True))
+
+
+def test_nodes_that_come_and_go_move_the_slices():
+    page = families("n1", "n3")
+    list(page.pieces())
+    page.set("n2", lines("n2"))
+    page.drop("n1")
+    page.drop("absent")
+    assert b"".join(page.pieces()) == b"".join(
+        [HEADERS[0], lines("n2")[0], lines("n3")[0], HEADERS[1], lines("n2")[1], lines("n3")[1]]
+    )
+    assert list(families().pieces()) == HEADERS
+
+
+def test_a_page_being_sent_skips_a_node_gone_meanwhile_and_keeps_no_stale_join():
+    page = families("n1", "n2", "n3")
+    sending = page.pieces()
+    assert next(sending) == HEADERS[0]
+    page.drop("n2")  # between two pieces of a scrape
+    assert next(sending) == b'a{node="n1"} 1.0\n'
+    rest = list(sending)
+    assert rest == [b'a{node="n3"} 1.0\n', HEADERS[1], b'b{node="n1"} 2.0\n', b'b{node="n3"} 2.0\n']
+    assert list(page.pieces()) == [
+        HEADERS[0],
+        b'a{node="n1"} 1.0\na{node="n3"} 1.0\n',
+        HEADERS[1],
+        b'b{node="n1"} 2.0\nb{node="n3"} 2.0\n',
+    ]
