@@ -323,17 +323,25 @@ class StreamClient:
         """Once the full facts are out, the GPUs' latest readings every `sensor_interval_s`.
 
         Read only when one is due: the aggregator keeps the latest value alone, so a reading
-        between reports would be thrown away unseen. A read that raises is logged and skipped
-        (heartbeats cover the gap); the next interval reads again."""
+        between reports would be thrown away unseen. A read that raises is skipped (heartbeats
+        cover the gap) and the next interval reads again; the error is logged when it starts or
+        changes, not every interval, and the first good read after it says so."""
         if self._sense is None:
             return
         await self._facts_sent.wait()
+        failing: str | None = None  # the error reads raise now
         while True:
             try:
                 gpus = await self._read_node(self._sense)
             except Exception as exc:  # NVML lost mid-session: say so, keep the stream, try again
-                log.warning("sensor read failed", extra={"error": str(exc)})
-                gpus = []
+                if str(exc) != failing:
+                    every = self._settings.sensor_interval_s
+                    log.warning("sensor read failed", extra={"error": str(exc), "retry_s": every})
+                failing, gpus = str(exc), []
+            else:
+                if failing is not None:
+                    log.info("sensor reads recovered", extra={"error_was": failing})
+                failing = None
             if gpus:
                 await self._send_sensors(call, gpus)
             await asyncio.sleep(self._settings.sensor_interval_s)

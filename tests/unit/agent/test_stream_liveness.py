@@ -101,19 +101,23 @@ async def test_a_node_without_readings_keeps_heartbeating():
     assert set(kinds(sent)) == {"heartbeat"}
 
 
-async def test_a_sensor_read_that_raises_is_logged_and_the_next_one_reports_again(caplog):
+async def test_a_sensor_read_that_raises_is_logged_once_and_the_next_good_one_reports(caplog):
     reads = 0
+    errors = {2: "NVML_ERROR_GPU_IS_LOST", 3: "NVML_ERROR_GPU_IS_LOST", 4: "NVML_ERROR_UNKNOWN"}
 
     def sense() -> list[GpuSensors]:
         nonlocal reads
         reads += 1
-        if reads in (2, 3):
-            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        if reads in errors:
+            raise RuntimeError(errors[reads])
         return GPUS
 
-    caplog.set_level(logging.WARNING, logger="plumb.agent.stream")
+    caplog.set_level(logging.INFO, logger="plumb.agent.stream")
     sent = await streamed(True, GPUS, lambda s: kinds(s).count("sensors") >= 3, sense=sense)
-    assert reads >= 4  # reading went on after the two failures
+    assert reads >= 5  # reading went on after the three failures
     failed = [r for r in caplog.records if r.getMessage() == "sensor read failed"]
-    assert [r.error for r in failed] == ["NVML_ERROR_GPU_IS_LOST"] * 2
+    # The same error twice in a row is logged once; a different one again.
+    assert [r.error for r in failed] == ["NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_UNKNOWN"]
+    (recovered,) = [r for r in caplog.records if r.getMessage() == "sensor reads recovered"]
+    assert recovered.error_was == "NVML_ERROR_UNKNOWN"
     assert kinds(sent).count("sensors") >= 3
