@@ -332,16 +332,16 @@ class LoopLag:
 class ProcessMetrics(Collector):
     """The `process_*` series of prometheus_client's ProcessCollector, with the open
     descriptors read from the size Linux (6.2 and later) gives /proc/self/fd. That collector
-    lists the directory, one entry per agent stream: ~25 ms of every scrape at 10,000 agents
-    (bench/README.md). Where the size reads 0 (older kernels) the directory is listed."""
+    lists the directory, one entry per agent stream: 13 ms of every scrape at 10,000 streams,
+    against 7 us for the size (bench/README.md). Where the size reads 0 (older kernels) the
+    directory is listed."""
 
-    def __init__(self, registry: CollectorRegistry, proc: str = "/proc"):
-        self._self = os.path.join(proc, "self")
+    def __init__(self, registry: CollectorRegistry):
         self._ticks = os.sysconf("SC_CLK_TCK")
         self._page = resource.getpagesize()
         self._boot: float | None = None  # None: no /proc here, so no series
         try:
-            with open(os.path.join(proc, "stat"), "rb") as stat:
+            with open("/proc/stat", "rb") as stat:
                 self._boot = next(float(ln.split()[1]) for ln in stat if ln.startswith(b"btime "))
         except (OSError, StopIteration):
             pass
@@ -350,7 +350,7 @@ class ProcessMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         if self._boot is None:
             return
-        with open(os.path.join(self._self, "stat"), "rb") as stat:
+        with open("/proc/self/stat", "rb") as stat:
             # Fields after the command's closing parenthesis, from the state (field 3) on.
             f = stat.read().rpartition(b")")[2].split()
         yield GaugeMetricFamily(
@@ -371,7 +371,7 @@ class ProcessMetrics(Collector):
             "Total user and system CPU time spent in seconds.",
             value=(float(f[11]) + float(f[12])) / self._ticks,
         )
-        fds = os.path.join(self._self, "fd")
+        fds = "/proc/self/fd"
         yield GaugeMetricFamily(
             "process_open_fds",
             "Number of open file descriptors.",
