@@ -599,6 +599,7 @@ COUNTERS = {
 
 
 LOOP_LAG = "plumb_event_loop_lag_seconds"  # how late the aggregator's loop woke a 0.1 s timer
+REPLY = "plumb_ingest_reply_seconds"  # a message read to its Ack (or Resync) written
 _LE = re.compile(r'le="([^"]+)"')
 
 
@@ -626,9 +627,9 @@ def histogram(text: str, name: str) -> dict | None:
 
 
 def lag_between(before: dict | None, after: dict | None) -> dict | None:
-    """The loop lag observed between two readings of LOOP_LAG: count, mean and the bucket
-    holding the 99th percentile; None where either reading lacks it (an older aggregator) or
-    the histogram went back (a restart)."""
+    """What a histogram (LOOP_LAG, REPLY) observed between two readings: count, mean and the
+    bucket holding the 99th percentile; None where either reading lacks it (an older
+    aggregator) or the histogram went back (a restart)."""
     if before is None or after is None:
         return None
     count = after["count"] - before["count"]
@@ -866,7 +867,8 @@ def scraper_main(conn, base: str) -> None:
     """The scrape phase's Prometheus, a process of its own: /metrics and /metrics/sensors
     scraped back to back on its own loop and httpx client, driven over `conn`.
 
-    Commands: ("lag",) scrapes /metrics once and answers ("lag", histogram); ("start",)
+    Commands: ("lag",) scrapes /metrics once and answers ("lag", (loop lag, reply time)
+    histograms); ("start",)
     starts the scrapers; ("watch", needle) makes the first /metrics page holding `needle`
     answer ("seen", needle, time.monotonic() as that scrape ended); ("stop",) stops the
     scrapers and answers ("done", each page's seconds and bytes, a last "lag" reading).
@@ -892,8 +894,9 @@ def scraper_main(conn, base: str) -> None:
             "sensors": ([], []),
         }
 
-        async def lag(http) -> dict | None:
-            return histogram((await http.get("/metrics")).text, LOOP_LAG)
+        async def lag(http) -> tuple[dict | None, dict | None]:
+            text = (await http.get("/metrics")).text
+            return histogram(text, LOOP_LAG), histogram(text, REPLY)
 
         async def metrics(http) -> None:
             seconds, sizes = pages["metrics"]
@@ -996,13 +999,13 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
             return out
 
         scrapers.send("lag")
-        lag0 = (await scrapers.answer("lag", 120))[1]
+        lag0, reply0 = (await scrapers.answer("lag", 120))[1]
         changer = asyncio.create_task(change_probes())
         quiet = timed_acks()
         await asyncio.sleep(args.scrape_window_s / 3)
         busy = timed_acks()
         scrapers.send("lag")  # its scrape is the scraping part's first
-        lag1 = (await scrapers.answer("lag", 120))[1]
+        lag1, reply1 = (await scrapers.answer("lag", 120))[1]
         cpu0, t0 = agg.cpu_s(), time.monotonic()
         scrapers.send("start")
         to_metrics, failed = [], 0
@@ -1026,7 +1029,7 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
         stop.set()
         cpu1, t1 = agg.cpu_s(), time.monotonic()
         scrapers.send("stop")
-        _, pages, lag2 = await scrapers.answer("done", 300)
+        _, pages, (lag2, reply2) = await scrapers.answer("done", 300)
         await changer
         for c in local.clients:
             c.ack_s = None
@@ -1046,6 +1049,9 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
             "delta_to_ack_while_scraping": pct(busy),
             "event_loop_lag_without_scrapes": lag_between(lag0, lag1),
             "event_loop_lag_while_scraping": lag_between(lag1, lag2),
+            # The aggregator's side of the Acks above: read to reply written, every stream.
+            "reply_without_scrapes": lag_between(reply0, reply1),
+            "reply_while_scraping": lag_between(reply1, reply2),
             "aggregator_cpu_cores_while_scraping": round((cpu1 - cpu0) / (t1 - t0), 3),
             "load_avg_after": loadavg(),
         }

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -117,6 +118,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             )
             drain = asyncio.create_task(self._drain(session, context))
             while (msg := await self._read(context, self._settings.idle_timeout_s)) is not None:
+                read_at = time.perf_counter()
                 reply = self._handle(session, msg)
                 if slot is not None and session.has_facts:
                     self._syncing.done(slot)
@@ -124,6 +126,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 if reply is not None:
                     async with session.write_lock:
                         await context.write(reply)
+                    took = time.perf_counter() - read_at
+                    self._metrics.reply.labels(type=msg.WhichOneof("message")).observe(took)
         except Forbidden as exc:
             failure = (STATUS[exc.code][1], str(exc), "forbidden")
         except Unavailable as exc:

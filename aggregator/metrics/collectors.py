@@ -62,7 +62,7 @@ __all__ = [
 
 
 class IngestMetrics:
-    """Counters of what arrives on the agents' streams."""
+    """Counters of what arrives on the agents' streams, and how long its replies take."""
 
     def __init__(self, registry: CollectorRegistry):
         self.messages = Counter(
@@ -91,6 +91,15 @@ class IngestMetrics:
         self.superseded = Counter(
             "plumb_ingest_streams_superseded",
             "Streams replaced by a newer stream for the same node name.",
+            registry=registry,
+        )
+        self.reply = Histogram(
+            "plumb_ingest_reply_seconds",
+            "From an agent's message read off its stream to the reply (Ack or Resync) written, "
+            "by the message's type: the aggregator's part of the agent's wait, beside the "
+            "event loop's lag before the read.",
+            ["type"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
             registry=registry,
         )
 

@@ -59,6 +59,11 @@ def test_a_profile_edit_reaches_history_and_metrics(aggregator, start_agent):
         n == "plumb_ingest_messages_total" and lb == {"type": "delta"} and v >= 1
         for n, lb, v in samples
     )
+    # The delta above was acked: the time to its Ack is counted.
+    assert any(
+        n == "plumb_ingest_reply_seconds_count" and lb == {"type": "delta"} and v >= 1
+        for n, lb, v in samples
+    )
 
 
 def test_history_is_newest_first_and_honours_limit(aggregator, start_agent):
