@@ -867,11 +867,11 @@ def scraper_main(conn, base: str) -> None:
     """The scrape phase's Prometheus, a process of its own: /metrics and /metrics/sensors
     scraped back to back on its own loop and httpx client, driven over `conn`.
 
-    Commands: ("lag",) scrapes /metrics once and answers ("lag", (loop lag, reply time)
-    histograms); ("start",)
-    starts the scrapers; ("watch", needle) makes the first /metrics page holding `needle`
-    answer ("seen", needle, time.monotonic() as that scrape ended); ("stop",) stops the
-    scrapers and answers ("done", each page's seconds and bytes, a last "lag" reading).
+    Commands: ("lag",) scrapes /metrics once and answers ("lag", (the loop lag histogram, the
+    reply time histogram)); ("start",) starts the scrapers; ("watch", needle) makes the first
+    /metrics page holding `needle` answer ("seen", needle, time.monotonic() as that scrape
+    ended); ("stop",) stops the scrapers and answers ("done", each page's seconds and bytes,
+    a last "lag" reading).
     Everything is sent from the loop; a thread only receives.
     """
 
