@@ -161,3 +161,38 @@ def test_replicas_on_one_database_answer_alike_and_store_findings_once(
         what="a showing b's streaming node disconnected once its last report is old",
     )
     until(lambda: _node_series(a) == kept, what="a exporting the nodes of a dead replica")
+
+
+def _messages(agg: DbAggregator, kind: str) -> float:
+    return sum(
+        v
+        for name, labels, v in scrape(agg)
+        if name == "plumb_ingest_messages_total" and labels["type"] == kind
+    )
+
+
+def test_sensor_reports_standing_in_for_heartbeats_keep_the_node_live_on_the_other_replica(
+    replicas, start_agent
+):
+    # Reports every 0.3 s, heartbeats due every 1 s: Welcome lets the reports stand in for
+    # them. Replica b sees the node only through the rows a writes, and disconnects it once
+    # its report time is older than the idle timeout (4 s).
+    a, b = replicas
+    start_agent(a, NODES[0], "dgx-h100", "--sensor-interval", "0.3")
+    until(lambda: (n := b.node(NODES[0])) and n["connected"], what="b seeing the node connected")
+    until(lambda: _messages(a, "sensors") > 0, what="the first sensor reports")
+    beats, reports = _messages(a, "heartbeat"), _messages(a, "sensors")
+    first = b.node(NODES[0])["last_report_at"]
+    live: list[bool] = []
+
+    def watched() -> bool:
+        live.append(b.node(NODES[0])["connected"])
+        return _messages(a, "sensors") >= reports + 40
+
+    # 40 more reports span 12 s or more: three idle timeouts.
+    until(watched, timeout=60, what="40 more sensor reports")
+    # At most one heartbeat (a report held up on a busy machine) leaves a stretch of over
+    # 4 s with reports alone, and b kept the node live all along.
+    assert _messages(a, "heartbeat") - beats <= 1, "the reports stood in for the heartbeats"
+    assert all(live), "b kept the node live from the reports' report times"
+    assert b.node(NODES[0])["last_report_at"] > first
