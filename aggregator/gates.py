@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cache
 
 from plumb.aggregator.drift import DriftFinding
 from plumb.aggregator.drift.evaluation import Evaluator
@@ -213,7 +214,7 @@ class Gates:
                 f"no pool {pool!r}",
                 hint=f"pools: {', '.join(known[:10])}" if known else "no node has reported yet",
             )
-        return self._decide(pool, names, self._latest())
+        return self._decide(pool, names, cache(self._latest))
 
     def touched(self, name: str) -> None:
         """Node `name` changed (facts, connection, findings, pool, or it is gone): all()
@@ -227,7 +228,8 @@ class Gates:
             self._members, self._pool_of, self._gates = {}, {}, {}
             self._touched = {name for names in self._evaluator.pools.values() for name in names}
         if self._touched:
-            latest, stale = self._latest(), set()
+            # Walking every result is only needed for a canary's validated stack.
+            latest, stale = cache(self._latest), set()
             for name in self._touched:
                 left = self._pool_of.pop(name, None)
                 if left is not None:
@@ -249,14 +251,13 @@ class Gates:
                     self._gates.pop(pool, None)
         return [self._gates[pool] for pool in sorted(self._gates)]
 
-    def _decide(
-        self, pool: str, names: Iterable[str], latest: Mapping[str, list[CheckResult]]
-    ) -> Gate:
+    def _decide(self, pool: str, names: Iterable[str], latest: LatestResults) -> Gate:
         members = (self._member(name, latest) for name in names)
         return decide(pool, (m for m in members if m is not None), self._settings.canary_label)
 
-    def _member(self, name: str, latest: Mapping[str, list[CheckResult]]) -> Member | None:
-        """Node `name` as its pool's gate sees it; None when it is gone."""
+    def _member(self, name: str, latest: LatestResults) -> Member | None:
+        """Node `name` as its pool's gate sees it (`latest` is read for a canary only);
+        None when it is gone."""
         node = self._state.get(name)
         if node is None:
             return None
@@ -267,7 +268,7 @@ class Gates:
             canary,
             node.connected,
             node.stack_hash or None,
-            validated_stack(node, latest.get(name, ())) if canary else None,
+            validated_stack(node, latest().get(name, ())) if canary else None,
             self._stacks.previous(name),
             tuple(
                 f

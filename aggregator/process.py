@@ -58,7 +58,7 @@ from plumb.aggregator.state.live import LiveState, NodeState, utcnow
 from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Store, StoreError, Writer
 from plumb.aggregator.store.retention import Retention
-from plumb.aggregator.validation import ValidationRun, Validator
+from plumb.aggregator.validation import CheckResult, ValidationRun, Validator
 from plumb.aggregator.validation.kubernetes import Kube, cluster_recipe
 from plumb.aggregator.validation.prometheus import Prometheus
 from plumb.aggregator.validation.schedule import Scheduler, busiest_gpu
@@ -156,10 +156,14 @@ async def open_process(settings: AggregatorSettings) -> Process:
     )
 
     rows = NodeRows(state, evaluator, lambda o: NodeOut.of(o).model_dump(mode="json"))
+
     # The stacks nodes were validated at, noted as each run finishes (and counted), and the
     # rollout gates per pool (GET /v1/gates, plumb_gate_open) decided from them.
-    stacks = ValidatedStacks(state, lambda: validator.latest_by_node())
-    gates = Gates(state, evaluator, stacks, lambda: validator.latest_by_node(), settings.gates)
+    def latest_results() -> dict[str, list[CheckResult]]:
+        return validator.latest_by_node()  # the validator is built below
+
+    stacks = ValidatedStacks(state, latest_results)
+    gates = Gates(state, evaluator, stacks, latest_results, settings.gates)
 
     def touched(name: str) -> None:
         """A node changed: what /metrics, the node lists and its pool's gate show of it is
