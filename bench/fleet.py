@@ -626,7 +626,7 @@ def histogram(text: str, name: str) -> dict | None:
     return {"buckets": buckets, **totals} if buckets else None
 
 
-def lag_between(before: dict | None, after: dict | None) -> dict | None:
+def observed_between(before: dict | None, after: dict | None) -> dict | None:
     """What a histogram (LOOP_LAG, REPLY) observed between two readings: count, mean and the
     bucket holding the 99th percentile; None where either reading lacks it (an older
     aggregator) or the histogram went back (a restart)."""
@@ -803,7 +803,7 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
         "metrics_bytes": scrape_bytes,
         "metrics_sensors_scrape_ms": round(sensors_scrape[0] * 1000, 1) if sensors_scrape else None,
         "metrics_sensors_bytes": sensors_scrape[1] if sensors_scrape else None,
-        "event_loop_lag": lag_between(s0.loop_lag, lag1),
+        "event_loop_lag": observed_between(s0.loop_lag, lag1),
     }
 
 
@@ -1047,11 +1047,11 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
             "change_to_metrics_failed": failed,
             "delta_to_ack_without_scrapes": pct(quiet),
             "delta_to_ack_while_scraping": pct(busy),
-            "event_loop_lag_without_scrapes": lag_between(lag0, lag1),
-            "event_loop_lag_while_scraping": lag_between(lag1, lag2),
+            "event_loop_lag_without_scrapes": observed_between(lag0, lag1),
+            "event_loop_lag_while_scraping": observed_between(lag1, lag2),
             # The aggregator's side of the Acks above: read to reply written, every stream.
-            "reply_without_scrapes": lag_between(reply0, reply1),
-            "reply_while_scraping": lag_between(reply1, reply2),
+            "reply_without_scrapes": observed_between(reply0, reply1),
+            "reply_while_scraping": observed_between(reply1, reply2),
             "aggregator_cpu_cores_while_scraping": round((cpu1 - cpu0) / (t1 - t0), 3),
             "load_avg_after": loadavg(),
         }
@@ -1118,7 +1118,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
             m.get("plumb_ingest_streams_closed_by_aggregator_total", 0)
         ),
         "listen_drops_machine_wide": listen_drops(),
-        "event_loop_lag": lag_between(lag0, lag1),
+        "event_loop_lag": observed_between(lag0, lag1),
         "load_avg_after": loadavg(),
     }
 
