@@ -18,11 +18,12 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
   latency   --probes driver changes on probe agents: agent notices → /metrics shows it, and
             → /v1/drift?node= shows the new observed version, p50/p99;
   api       GET /v1/nodes and GET /v1/nodes/{name} latency while the fleet streams;
-  scrape-while-changing  --scrape-window-s: /metrics and /metrics/sensors each scraped back
-            to back from a process of their own (as Prometheus would, so receiving the pages
-            does not delay the probe agents' loop) while probe agents change facts: each
-            page's scrape p50/p99 and bytes, change → /metrics, and delta → Ack and the
-            aggregator's event-loop lag without and with the scrapers running;
+  scrape-while-changing  --scrape-window-s: /metrics scraped back to back and
+            /metrics/sensors every --sensors-scrape-s (default 0: back to back too), from a
+            process of their own (as Prometheus would, so receiving the pages does not delay
+            the probe agents' loop) while probe agents change facts: each page's scrape p50/p99
+            and bytes, change → /metrics, and delta → Ack and the aggregator's event-loop lag
+            without and with the scrapers running;
   storm     --storm sigterm|sigkill: the aggregator is stopped with every agent connected
             and restarted on the same database; time until the gRPC port accepts TCP and
             until /v1/nodes shows all connected, and every error the agents saw, by code.
@@ -48,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -863,9 +865,10 @@ async def api_latency(args, http) -> dict:
     return {"nodes_list": pct(lists), "node_detail": pct(details)}
 
 
-def scraper_main(conn, base: str) -> None:
-    """The scrape phase's Prometheus, a process of its own: /metrics and /metrics/sensors
-    scraped back to back on its own loop and httpx client, driven over `conn`.
+def scraper_main(conn, base: str, sensors_every_s: float) -> None:
+    """The scrape phase's Prometheus, a process of its own: /metrics scraped back to back
+    and /metrics/sensors every `sensors_every_s` (0: back to back) on its own loop and httpx
+    client, driven over `conn`.
 
     Commands: ("lag",) scrapes /metrics once and answers ("lag", (the loop lag histogram, the
     reply time histogram)); ("start",) starts the scrapers; ("watch", needle) makes the first
@@ -913,11 +916,15 @@ def scraper_main(conn, base: str) -> None:
         async def sensors(http) -> None:
             seconds, sizes = pages["sensors"]
             while not stop.is_set():
+                started = time.monotonic()
                 got = await scrape_sensors(http)
                 if got is None:
                     return
                 seconds.append(got[0])
                 sizes.append(got[1])
+                left = started + sensors_every_s - time.monotonic()  # start to start
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), left)
 
         async with httpx.AsyncClient(base_url=base, timeout=120) as http:
             conn.send(("ready",))
@@ -942,9 +949,11 @@ def scraper_main(conn, base: str) -> None:
 class Scrapers:
     """The parent's handle on the scraper process."""
 
-    def __init__(self, ctx, base: str):
+    def __init__(self, ctx, base: str, sensors_every_s: float):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=scraper_main, args=(child, base), daemon=True)
+        self.proc = ctx.Process(
+            target=scraper_main, args=(child, base, sensors_every_s), daemon=True
+        )
         self.proc.start()
 
     def send(self, *cmd) -> None:
@@ -970,16 +979,17 @@ class Scrapers:
 
 
 async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) -> dict:
-    """/metrics and /metrics/sensors each scraped back to back while the fleet changes (as
-    Prometheus with several replicas, or a dashboard, would), from a process of their own so
-    that receiving the pages does not delay this process's probe agents: each page's scrape
-    time and size; driver changes on probe agents timed from the agent's collector to the end
-    of the first /metrics scrape that shows them; delta → Ack on the probe agents, which
-    change a fact every 0.5 s, first for a third of --scrape-window-s without scrapes, then
-    with the scrapers running; and the aggregator's loop lag in each part."""
+    """/metrics scraped back to back (as Prometheus with several replicas, or a dashboard,
+    would) and /metrics/sensors every --sensors-scrape-s while the fleet changes, from a
+    process of their own so that receiving the pages does not delay this process's probe
+    agents: each page's scrape time and size; driver changes on probe agents timed from the
+    agent's collector to the end of the first /metrics scrape that shows them; delta → Ack on
+    the probe agents, which change a fact every 0.5 s, first for a third of --scrape-window-s
+    without scrapes, then with the scrapers running; and the aggregator's loop lag in each
+    part."""
     from plumb.facts import Reading
 
-    scrapers = Scrapers(mp.get_context("spawn"), base)
+    scrapers = Scrapers(mp.get_context("spawn"), base, args.sensors_scrape_s)
     try:
         await scrapers.answer("ready", 120)
         stop = asyncio.Event()
@@ -1039,6 +1049,7 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
             "simulator's CPUs), as Prometheus would; the probe agents' loop only times; the "
             "loop lag without scrapes holds the one /metrics scrape that reads its start",
             "window_s": round(t1 - t0, 1),
+            "sensors_scrape_s": args.sensors_scrape_s,
             "scrape": {**pct(scrapes), "bytes_max": max(sizes, default=0)},
             "scrape_sensors": {**pct(sensor_scrapes), "bytes_max": max(sensor_sizes, default=0)}
             if sensor_scrapes
@@ -1228,8 +1239,15 @@ async def main() -> None:
         "--scrape-window-s",
         type=float,
         default=0.0,
-        help="scrape-while-changing phase: /metrics and /metrics/sensors back to back for 2/3 "
-        "of this, after a third without scrapes (default 0: skipped)",
+        help="scrape-while-changing phase: /metrics back to back for 2/3 of this, after a "
+        "third without scrapes (default 0: skipped)",
+    )
+    p.add_argument(
+        "--sensors-scrape-s",
+        type=float,
+        default=0.0,
+        help="scrape-while-changing phase: /metrics/sensors every this many seconds, start to "
+        "start, as a Prometheus job with that interval (default 0: back to back)",
     )
     p.add_argument("--storm", choices=["none", "sigterm", "sigkill"], default="none")
     p.add_argument(
