@@ -923,8 +923,9 @@ def scraper_main(conn, base: str, sensors_every_s: float) -> None:
                 seconds.append(got[0])
                 sizes.append(got[1])
                 left = started + sensors_every_s - time.monotonic()  # start to start
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), left)
+                if left > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), left)
 
         async with httpx.AsyncClient(base_url=base, timeout=120) as http:
             conn.send(("ready",))
