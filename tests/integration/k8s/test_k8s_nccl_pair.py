@@ -72,12 +72,13 @@ def left(api: client.ApiClient, ns: str) -> dict[str, list[str]]:
 
 
 def play_kubelet(api, ns, stop: threading.Event, seen: dict[str, object]) -> None:
-    """Every scheduled pod of the pair succeeds; what the run created is noted on the way."""
+    """Every scheduled pod of the pair succeeds; every object the run created is noted on the
+    way, by kind, as a poll may land between the deletes of the launcher's and worker's Jobs."""
     core = client.CoreV1Api(api)
     while not stop.is_set():
-        # Pods first: a launcher pod listed means both Jobs exist until it is marked done.
         pods = core.list_namespaced_pod(ns, label_selector=PAIR).items
-        seen.update({k: v for k, v in left(api, ns).items() if v})
+        for kind, names in left(api, ns).items():
+            seen.setdefault(kind, set()).update(names)
         for pod in pods:
             if pod.spec.node_name and pod.status.phase == "Pending":
                 seen[pod.metadata.labels["plumb.dev/role"]] = pod.spec.node_name
@@ -119,9 +120,9 @@ def test_the_pair_runs_on_the_two_chosen_nodes_is_graded_and_deleted(api, kube, 
     # The scheduler honoured the pinning: launcher on the first node, worker on the second.
     assert (seen["launcher"], seen["worker"]) == ("nccl-a", "nccl-b")
     assert (details["launcher_node"], details["worker_node"]) == ("nccl-a", "nccl-b")
-    name = seen["services"][0]
-    assert seen["secrets"] == [name]
-    assert sorted(seen["jobs"]) == [f"{name}-launcher", f"{name}-worker"]
+    [name] = seen["services"]
+    assert seen["secrets"] == {name}
+    assert seen["jobs"] == {f"{name}-launcher", f"{name}-worker"}
     assert asked[0][0] == namespace and asked[0][1].startswith(f"{name}-launcher-")
     assert details["group"] == "L40S x2, pcie" and details["nccl_version"] == "2.27.3+cuda12.9"
     until(lambda: left(api, namespace) == {"jobs": [], "services": [], "secrets": []},
