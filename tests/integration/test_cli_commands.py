@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 from conftest import ADMIN_TOKEN, BIN, ENV, Aggregator, until
+from timeouts import scaled
 
 
 def plumb(aggregator: Aggregator, *args: str) -> subprocess.CompletedProcess:
@@ -210,16 +211,26 @@ def test_watch_in_a_terminal_redraws_until_ctrl_c(aggregator, start_agent) -> No
     )
     os.close(follower)
     seen = b""
+
+    def read_until(done, seconds: float) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + scaled(seconds)
+        while not done() and time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(leader, 65536)
+                except OSError:  # EIO: the last follower closed, the process is exiting
+                    return
+
     try:
-        deadline = time.monotonic() + 20
-        while seen.count(b"plumb watch") < 2 and time.monotonic() < deadline:
-            if select.select([leader], [], [], 0.5)[0]:
-                seen += os.read(leader, 65536)
+        read_until(lambda: seen.count(b"plumb watch") >= 2, 20)
         assert seen.count(b"plumb watch") >= 2, seen[-2000:]  # redrawn at least once
         assert b"\x1b[" in seen  # a terminal gets colours and cursor moves
         assert b"h100-b" in seen
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
+        # Keep reading: the last frame and the cursor restore must not block on a full pty.
+        read_until(lambda: proc.poll() is not None, 10)
+        assert proc.wait(timeout=scaled(5)) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
