@@ -232,7 +232,11 @@ def _check_gpu_index(path: str, index: int) -> None:
 
 class NewNodeNames:
     """A token bucket of node names this aggregator has never held: `per_minute` refill each
-    minute, and up to as many may come at once (a fleet's first start)."""
+    minute, and up to as many may come at once (a fleet's first start).
+
+    A name is charged once a minute however often it asks: a new node refused for another
+    reason (the sync line is full in a cold start) retries under the same name, and each retry
+    charged would refuse a fleet smaller than the budget as if it invented names."""
 
     def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic):
         self._per_minute = per_minute
@@ -240,10 +244,21 @@ class NewNodeNames:
         self._tokens = float(per_minute)
         self._clock = clock
         self._at = clock()
+        # Names charged in the last minute, oldest first, with when: at most two minutes'
+        # budget (a full bucket, then its refill).
+        self._charged: dict[str, float] = {}
 
     def admit(self, name: str) -> None:
-        """Take one token for the new name `name`; RateLimited when none is left."""
+        """Take one token for the new name `name` unless it took one within the last minute;
+        RateLimited when none is left."""
         now = self._clock()
+        while self._charged:
+            oldest, at = next(iter(self._charged.items()))
+            if at > now - 60:
+                break
+            del self._charged[oldest]
+        if name in self._charged:
+            return
         self._tokens = min(self._per_minute, self._tokens + (now - self._at) * self._per_s)
         self._at = now
         if self._tokens < 1:
@@ -256,3 +271,4 @@ class NewNodeNames:
                 "this fast; otherwise find the client inventing node names",
             )
         self._tokens -= 1
+        self._charged[name] = now

@@ -47,6 +47,30 @@ def test_tokens_come_back_at_the_rate_and_never_beyond_a_minutes_worth():
         names.admit("later-3")
 
 
+def test_a_new_name_asking_again_within_the_minute_is_not_charged_again():
+    # A cold start: node-0 is refused by the sync line and retries each second, as one name.
+    clock = Clock()
+    names = NewNodeNames(3, clock)
+    names.admit("node-0")
+    for _ in range(5):
+        clock.now += 1
+        names.admit("node-0")
+    # 2 tokens after node-0, and a quarter back in the 5 s: node-1 and node-2 fit, node-3 not.
+    names.admit("node-1")
+    names.admit("node-2")
+    with pytest.raises(RateLimited):
+        names.admit("node-3")
+    # A minute after its charge node-0 is charged again: of the bucket full again, it takes one
+    # and node-3 and node-4 the other two (node-1 and node-2 are still within their minute).
+    clock.now = 1000.0 + 60
+    names.admit("node-0")
+    names.admit("node-1")
+    names.admit("node-3")
+    names.admit("node-4")
+    with pytest.raises(RateLimited):
+        names.admit("node-5")
+
+
 @pytest.mark.parametrize(
     "listen", ["127.0.0.1:7443", "127.1.2.3:7443", "[::1]:7443", "localhost:7443", "unix:/run/p"]
 )
