@@ -1,12 +1,16 @@
-"""The cyclic collector's policy: keep the long-lived fleet out of its full passes.
+"""The cyclic collector's policy: keep the long-lived fleet out of its passes.
 
-A full pass walks every tracked object with the GIL held. With 3,000 nodes in memory one took
-0.2-0.36 s, and during a cold start they came every 0.6 s as the heap grew (6.4 s of passes in
-a 22 s ramp), each a stall of every stream's Ack and every scrape. So after each
-full pass the survivors are frozen (`gc.freeze`): what outlived a full pass is the fleet, and
-later passes walk only what came since. Frozen objects are still freed by reference counting;
-only a cycle among them that dies later waits for the periodic pass, which unfreezes
-everything, collects once and freezes again (`gc_full_pass_s`, hourly by default).
+A pass walks every object of the generations it collects with the GIL held, each a stall of
+every stream's Ack and every scrape. With 3,000 nodes in memory a full pass took 0.2-0.36 s,
+and during a cold start they came every 0.6 s as the heap grew. With 10,000 nodes sending
+sensor reports, what survived into the oldest generation grew by ~70,000 objects a middle
+pass, and a full pass over 345,000 of them took 459 ms (bench/README.md, round 30). So the
+survivors of every pass of the middle and oldest generations are frozen (`gc.freeze`) as
+it ends: what outlived two passes is the fleet, and later passes walk only what came since.
+Frozen objects are still freed by reference counting; only a cycle among them that dies
+later waits for the periodic pass, which unfreezes everything, collects once and freezes
+again (`gc_full_pass_s`, hourly by default). The middle generation is collected every third
+young pass instead of every eleventh, so that each of its passes walks a third as much.
 """
 
 from __future__ import annotations
@@ -28,14 +32,22 @@ def freeze_long_lived() -> None:
     gc.freeze()
 
 
+# Young passes between two of the middle generation (CPython's default is 10).
+MIDDLE_EVERY = 2
+
+
 @contextmanager
 def freezing() -> Iterator[None]:
-    """While inside, the survivors of each full pass are frozen as it ends."""
+    """While inside, the survivors of each pass of the middle or oldest generation are frozen
+    as it ends, and the middle generation is collected every MIDDLE_EVERY + 1 young passes."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], MIDDLE_EVERY, thresholds[2])
     gc.callbacks.append(_collected)
     try:
         yield
     finally:
         gc.callbacks.remove(_collected)
+        gc.set_threshold(*thresholds)
 
 
 def full_pass() -> int:
@@ -66,5 +78,5 @@ async def run(full_pass_s: float) -> None:
 
 def _collected(phase: str, info: dict) -> None:
     # Called by the collector as a pass ends, on whichever thread allocated, GIL held.
-    if phase == "stop" and info["generation"] == 2:
+    if phase == "stop" and info["generation"] >= 1:
         gc.freeze()

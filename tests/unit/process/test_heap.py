@@ -1,5 +1,6 @@
-"""The collector's policy: survivors of a full pass are frozen; the periodic pass finds
-cycles that died among frozen objects."""
+"""The collector's policy: survivors of a middle or full pass are frozen, the middle
+generation is collected every third young pass; the periodic pass finds cycles that died
+among frozen objects."""
 
 from __future__ import annotations
 
@@ -32,10 +33,24 @@ def test_survivors_of_a_full_pass_are_frozen():
     assert not any(n in gc.get_objects(generation=2) for n in survivor)
 
 
-def test_a_younger_pass_freezes_nothing():
+def test_survivors_of_a_middle_pass_are_frozen():
+    survivor = [_Node() for _ in range(100)]
     with heap.freezing():
         gc.collect(generation=1)
+    assert gc.get_freeze_count() >= len(survivor)
+
+
+def test_a_young_pass_freezes_nothing():
+    with heap.freezing():
+        gc.collect(generation=0)
     assert gc.get_freeze_count() == 0
+
+
+def test_the_middle_generation_is_collected_every_third_young_pass_while_freezing():
+    before = gc.get_threshold()
+    with heap.freezing():
+        assert gc.get_threshold() == (before[0], 2, before[2])
+    assert gc.get_threshold() == before
 
 
 def test_outside_freezing_a_full_pass_freezes_nothing():
