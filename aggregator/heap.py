@@ -4,7 +4,7 @@ A pass walks every object of the generations it collects with the GIL held, each
 every stream's Ack and every scrape. With 3,000 nodes in memory a full pass took 0.2-0.36 s,
 and during a cold start they came every 0.6 s as the heap grew. With 10,000 nodes sending
 sensor reports, what survived into the oldest generation grew by ~70,000 objects a middle
-pass, and a full pass over 345,000 of them took 459 ms (bench/README.md, round 30). So the
+pass, and a full pass over 345,000 of them took 459 ms (bench/README.md, round 31). So the
 survivors of every pass of the middle and oldest generations are frozen (`gc.freeze`) as
 it ends: what outlived two passes is the fleet, and later passes walk only what came since.
 Frozen objects are still freed by reference counting; only a cycle among them that dies
