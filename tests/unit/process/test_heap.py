@@ -4,6 +4,7 @@ among frozen objects."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 
@@ -71,3 +72,31 @@ def test_the_periodic_pass_collects_a_cycle_that_died_frozen():
     assert heap.full_pass() >= 2
     assert gone() is None
     assert gc.get_freeze_count() > 0  # the survivors are frozen again
+
+
+def test_a_young_pass_collects_the_middle_generation_after_every_third():
+    with heap.freezing():
+        gc.collect(generation=1)  # the middle generation's turn starts over
+        passes = [heap.young_pass() for _ in range(8)]
+    assert passes == [0, 0, 0, 1, 0, 0, 0, 1]
+
+
+async def test_run_starts_young_passes_on_its_timer(monkeypatch):
+    ran = asyncio.Event()
+    count = 0
+
+    def counted() -> int:
+        nonlocal count
+        count += 1
+        if count == 3:
+            ran.set()
+        return 0
+
+    monkeypatch.setattr(heap, "YOUNG_EVERY_S", 0.001)
+    monkeypatch.setattr(heap, "young_pass", counted)
+    task = asyncio.create_task(heap.run(full_pass_s=3600))
+    try:
+        await asyncio.wait_for(ran.wait(), timeout=10)
+    finally:
+        task.cancel()
+    assert count >= 3
