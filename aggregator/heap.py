@@ -14,8 +14,9 @@ young pass instead of every eleventh, so that each of its passes walks a third a
 
 CPython 3.11 counts the young generation net of frees, and every frozen reading freed as a
 new one replaces it takes one off that count, so with sensor reports flowing the collector's
-own trigger came about once a second, over 6,000-10,000 objects (threshold 700): young passes
-of 9-19 ms and middle ones of 45-55 ms on average, up to 187 and 79 ms (round 32). So `run`
+own trigger came about once a second, over up to 10,000 objects (threshold 700): young passes
+of 9.3 ms and middle ones of 32 ms on average, up to 187 and 79 ms (bench/README.md, round
+32). So `run`
 also starts a pass every YOUNG_EVERY_S, of the middle generation when its turn has come, as
 the collector would; each walks what a tenth of a second allocated.
 """
