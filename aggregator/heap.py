@@ -16,9 +16,8 @@ CPython 3.11 counts the young generation net of frees, and every frozen reading 
 new one replaces it takes one off that count, so with sensor reports flowing the collector's
 own trigger came about once a second, over up to 10,000 objects (threshold 700): young passes
 of 9.3 ms and middle ones of 32 ms on average, up to 187 and 79 ms (bench/README.md, round
-32). So `run`
-also starts a pass every YOUNG_EVERY_S, of the middle generation when its turn has come, as
-the collector would; each walks what a tenth of a second allocated.
+32). So `run` also starts a pass every YOUNG_EVERY_S, of the middle generation when its turn
+has come, as the collector would; each walks what a tenth of a second allocated.
 """
 
 from __future__ import annotations
