@@ -78,8 +78,8 @@ def full_pass() -> int:
 
 
 def young_pass() -> int:
-    """Collect the young generation, or the middle one once MIDDLE_EVERY young passes have run
-    since its last (the collector's own rule); the generation collected."""
+    """Collect the young generation, or the middle one once more than MIDDLE_EVERY young
+    passes have run since its last (the collector's own rule); the generation collected."""
     generation = 1 if gc.get_count()[1] > gc.get_threshold()[1] else 0
     gc.collect(generation)
     return generation
