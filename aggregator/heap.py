@@ -9,8 +9,8 @@ survivors of every pass of the middle and oldest generations are frozen (`gc.fre
 it ends: what outlived two passes is the fleet, and later passes walk only what came since.
 Frozen objects are still freed by reference counting; only a cycle among them that dies
 later waits for the periodic pass, which unfreezes everything, collects once and freezes
-again (`gc_full_pass_s`, hourly by default). The middle generation is collected every third
-young pass instead of every eleventh, so that each of its passes walks a third as much.
+again (`gc_full_pass_s`, hourly by default). The middle generation is collected after every
+three young passes instead of every eleven, so that each of its passes walks a third as much.
 
 CPython 3.11 counts the young generation net of frees, and every frozen reading freed as a
 new one replaces it takes one off that count, so with sensor reports flowing the collector's

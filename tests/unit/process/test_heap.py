@@ -1,5 +1,5 @@
 """The collector's policy: survivors of a middle or full pass are frozen, the middle
-generation is collected every third young pass; the periodic pass finds cycles that died
+generation is collected after every three young passes; the periodic pass finds cycles that died
 among frozen objects."""
 
 from __future__ import annotations
