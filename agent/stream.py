@@ -2,8 +2,11 @@
 
 One connection at a time. Full facts go out once per connection (and on Resync), then
 only deltas; a heartbeat carries the content hash so the aggregator can tell when it
-has lost track. Sensor readings travel apart: a SensorReport at most every
-`sensor_interval_s`, once the session has sent its full facts, never diffed or hashed. Where
+has lost track. Hello carries the hash of the last facts sent, on any stream: when the
+aggregator's Welcome says it holds those (`resumed`, as after its own restart), the full
+facts stay home and the first poll, at once, sends what changed since as a delta. Sensor
+readings travel apart: a SensorReport at most every `sensor_interval_s`, once the session
+has sent (or resumed) its full facts, never diffed or hashed. Where
 the aggregator's Welcome says it takes them so (ReportSettings.sensors_heartbeat), each report
 also carries what a heartbeat would, and stands in for it: a node with readings sends one
 message per interval, not two, and heartbeats only when no report went out.
@@ -83,6 +86,9 @@ class StreamClient:
         self._heartbeat_s = settings.heartbeat_interval_s
         self._sensors_beat = False  # whether this session's SensorReports stand in for heartbeats
         self._resync = asyncio.Event()
+        # The last facts written, on any stream, and their digest: what Hello offers to resume.
+        self._sent: tuple[dict[str, wire.Reading], bytes] | None = None
+        self._resumed = False  # whether this session's Welcome took them as held
         self.connections = 0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -155,6 +161,7 @@ class StreamClient:
                     agent_version=ident.agent_version,
                     boot_id=ident.boot_id,
                     capabilities=CAPABILITIES,
+                    content_sha256=self._sent[1] if self._sent else b"",
                 )
             )
         )
@@ -165,8 +172,16 @@ class StreamClient:
         if welcome.report_settings.heartbeat_interval_s > 0:
             self._heartbeat_s = welcome.report_settings.heartbeat_interval_s
         self._sensors_beat = welcome.report_settings.sensors_heartbeat and self._sense is not None
+        self._resumed = welcome.resumed and self._sent is not None
         self.connections += 1
-        log.info("stream opened", extra={"session": welcome.session_id, "target": self._target})
+        log.info(
+            "stream opened",
+            extra={
+                "session": welcome.session_id,
+                "target": self._target,
+                "resumed": self._resumed,
+            },
+        )
         self._resync.clear()
         # The reporter, the sensor and the check task all write; gRPC allows one at a time.
         self._write_lock = asyncio.Lock()
@@ -285,15 +300,22 @@ class StreamClient:
             await self._send(call, agent_pb2.ConnectRequest(check_result=result))
 
     async def _report(self, call: grpc.aio.StreamStreamCall) -> None:
-        """Full facts first; then per poll a delta, a resync's full facts, or a heartbeat
-        when nothing told the aggregator the facts are as held for a heartbeat interval.
+        """Full facts first, unless the session resumed the last ones sent (seq 0, polled
+        again at once); then per poll a delta, a resync's full facts, or a heartbeat when
+        nothing told the aggregator the facts are as held for a heartbeat interval.
 
         Runs until the session cancels it (the stream ended, or the agent is stopping).
         """
-        seq = 1  # seq of the last facts message; heartbeats repeat it
-        facts = await self._read_node(self._collect)
-        digest = wire.content_digest(facts)
-        await self._send(call, _full(seq, digest, facts), (seq, digest))
+        wait_s = self._settings.poll_interval_s
+        if self._resumed and self._sent is not None:
+            seq, (facts, digest), wait_s = 0, self._sent, 0.0
+            self._live = (seq, digest)
+        else:
+            seq = 1  # seq of the last facts message; heartbeats repeat it
+            facts = await self._read_node(self._collect)
+            digest = wire.content_digest(facts)
+            await self._send(call, _full(seq, digest, facts), (seq, digest))
+            self._sent = (facts, digest)
         self._facts_sent.set()
         beat_s = self._heartbeat_s
         if self._sensors_beat and self._settings.sensor_interval_s <= self._heartbeat_s:
@@ -302,18 +324,21 @@ class StreamClient:
             # at the same moment is not doubled by one.
             beat_s += self._settings.poll_interval_s
         while True:
-            await woken(self._resync, timeout_s=self._settings.poll_interval_s)
+            await woken(self._resync, timeout_s=wait_s)
+            wait_s = self._settings.poll_interval_s
             current = await self._read_node(self._collect)
             if self._resync.is_set():
                 self._resync.clear()
                 seq += 1
                 digest = wire.content_digest(current)
                 await self._send(call, _full(seq, digest, current), (seq, digest))
+                self._sent = (current, digest)
             elif current != facts:
                 seq += 1
                 changed, removed = wire.diff(facts, current)
                 digest = wire.content_digest(current)
                 await self._send(call, _delta(seq, digest, changed, removed), (seq, digest))
+                self._sent = (current, digest)
             elif time.monotonic() - self._live_at >= beat_s:
                 beat = agent_pb2.Heartbeat(seq=seq, content_sha256=digest)
                 await self._send(call, agent_pb2.ConnectRequest(heartbeat=beat), (seq, digest))

@@ -595,6 +595,7 @@ COUNTERS = {
     "plumb_store_pending_updates",
     "plumb_ingest_resyncs_total",
     "plumb_ingest_streams_superseded_total",
+    "plumb_ingest_streams_resumed_total",
     "plumb_ingest_streams_closed_by_aggregator_total",
     "plumb_agent_connected",
 }
@@ -1193,6 +1194,8 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
         "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
         "resyncs_total": int(m.get("plumb_ingest_resyncs_total", 0)),
+        # Streams whose Hello named the facts held: no FullFacts, no syncing slot.
+        "streams_resumed_total": int(m.get("plumb_ingest_streams_resumed_total", 0)),
         "agent_connections_total": sum(s["connections"] for s in statuses),
         "stragglers": stragglers,
         "hellos_since_kill": sum(s["attempts"] for s in since),

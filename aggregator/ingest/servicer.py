@@ -1,7 +1,10 @@
 """The aggregator's side of the Connect stream: one task per agent, applying its facts in order.
 
-Protocol: Hello -> Welcome; FullFacts -> Ack; FactsDelta -> Ack, or Resync on a seq gap,
-before any FullFacts, or on a hash that disagrees after applying it; Heartbeat -> Resync
+Protocol: Hello -> Welcome, `resumed` when the Hello's content_sha256 is that of the facts
+held for the node (the agent then sends no FullFacts; after a restart that is nearly every
+agent, and a resumed stream takes no syncing slot); FullFacts -> Ack; FactsDelta -> Ack, or
+Resync on a seq gap, before any FullFacts, or on a hash that disagrees after applying it;
+Heartbeat -> Resync
 when its hash differs; SensorReport -> nothing (the latest readings are kept; one before
 any FullFacts is ignored, as the node does not exist yet), or, when it carries a heartbeat's
 seq and content_sha256 (Welcome said ReportSettings.sensors_heartbeat), what a Heartbeat gets
@@ -103,8 +106,12 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             await self._auth.check(name, _bearer(context.invocation_metadata()))
             if self._state.get(name) is None and name not in self._streams:
                 self._new_names.admit(name)
-            slot = self._syncing.admit()
+            resumed = self._resumable(name, hello.hello.content_sha256)
+            if resumed is None:
+                slot = self._syncing.admit()
             session = self._open(hello.hello)
+            if resumed is not None:
+                self._resume(session, resumed)
             await context.write(
                 agent_pb2.ConnectResponse(
                     welcome=agent_pb2.Welcome(
@@ -113,6 +120,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                             heartbeat_interval_s=self._settings.heartbeat_interval_s,
                             sensors_heartbeat=True,
                         ),
+                        resumed=resumed is not None,
                     )
                 )
             )
@@ -213,6 +221,28 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             "stream opened", extra={"node": hello.node_name, "agent_version": hello.agent_version}
         )
         return session
+
+    def _resumable(self, name: str, raw_digest: bytes) -> str | None:
+        """The digest of Hello's content_sha256 when the node's held facts are of it and the
+        store has room to mark it connected: the stream resumes, with no FullFacts and no
+        syncing slot (after a restart nearly every agent's facts are as stored). None when
+        the agent sends FullFacts; Refused for a digest that is not 32 bytes."""
+        if not raw_digest:
+            return None
+        digest = limits.digest("Hello", raw_digest)
+        held = self._state.get(name)
+        if held is None or not held.resent_by(digest) or not self._writer.room_for(name):
+            return None
+        return digest
+
+    def _resume(self, session: Session, digest: str) -> None:
+        """Connect the node on this stream with its held facts as seq 0, as a FullFacts
+        resending them would (`_resumable` found room, in the same step of the loop)."""
+        held = self._state.get(session.node)
+        assert held is not None
+        self._intake.report(session.node, 0, held.reported, digest, _start(session))
+        session.has_facts = True
+        self._metrics.resumed.inc()
 
     def _close(self, session: Session) -> None:
         """The stream ended: whatever it owed fails, and its node is down unless a newer

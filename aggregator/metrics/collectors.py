@@ -93,6 +93,12 @@ class IngestMetrics:
             "Streams replaced by a newer stream for the same node name.",
             registry=registry,
         )
+        self.resumed = Counter(
+            "plumb_ingest_streams_resumed",
+            "Streams whose Hello named facts the aggregator holds for the node, so that no "
+            "FullFacts was sent (a reconnect after an aggregator restart).",
+            registry=registry,
+        )
         self.reply = Histogram(
             "plumb_ingest_reply_seconds",
             "From an agent's message read off its stream to the reply (Ack or Resync) written, "

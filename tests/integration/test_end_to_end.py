@@ -110,7 +110,12 @@ def test_aggregator_restart_keeps_history_and_agents_reconnect(aggregator, start
     history = aggregator.json("/v1/nodes/survivor/history")
     assert [c["path"] for c in history].count("driver.driver_version") == 1
     until(lambda: aggregator.node("survivor")["connected"], timeout=30, what="reconnection")
-    # The resent full facts equal what was stored, so no change rows are added.
+    # The agent's Hello named the facts it last sent, which the restarted aggregator holds:
+    # the stream resumed, no FullFacts came, and no change rows were added.
+    samples = scrape(aggregator)
+    assert ("plumb_ingest_streams_resumed_total", {}, 1.0) in samples
+    received = {labels["type"]: v for n, labels, v in samples if n == "plumb_ingest_messages_total"}
+    assert received.get("hello") == 1.0 and received.get("full_facts", 0.0) == 0.0
     assert aggregator.json("/v1/nodes/survivor/history") == history
 
 

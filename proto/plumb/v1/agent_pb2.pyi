@@ -8,16 +8,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Hello(_message.Message):
-    __slots__ = ("node_name", "agent_version", "boot_id", "capabilities")
+    __slots__ = ("node_name", "agent_version", "boot_id", "capabilities", "content_sha256")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     BOOT_ID_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     agent_version: str
     boot_id: str
     capabilities: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
+    content_sha256: bytes
+    def __init__(self, node_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., content_sha256: _Optional[bytes] = ...) -> None: ...
 
 class FullFacts(_message.Message):
     __slots__ = ("seq", "facts", "content_sha256")
@@ -110,12 +112,14 @@ class ReportSettings(_message.Message):
     def __init__(self, poll_interval_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., sensors_heartbeat: _Optional[bool] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("session_id", "report_settings")
+    __slots__ = ("session_id", "report_settings", "resumed")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REPORT_SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     report_settings: ReportSettings
-    def __init__(self, session_id: _Optional[str] = ..., report_settings: _Optional[_Union[ReportSettings, _Mapping]] = ...) -> None: ...
+    resumed: bool
+    def __init__(self, session_id: _Optional[str] = ..., report_settings: _Optional[_Union[ReportSettings, _Mapping]] = ..., resumed: _Optional[bool] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ("seq", "durable_seq")

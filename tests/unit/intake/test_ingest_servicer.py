@@ -46,6 +46,9 @@ class FakeContext:
     def invocation_metadata(self) -> tuple:
         return ()
 
+    def set_trailing_metadata(self, metadata: tuple) -> None:
+        self.trailing = metadata
+
     async def reply(self, msg: agent_pb2.ConnectRequest) -> agent_pb2.ConnectResponse:
         """Send `msg` and wait for the next thing written back."""
         self.wrote.clear()
@@ -88,9 +91,11 @@ def servicer(settings: IngestSettings | None = None, writer: RecordingWriter | N
     return ingest, state, checks, writer
 
 
-def hello(node: str = "gpu-1") -> agent_pb2.ConnectRequest:
+def hello(node: str = "gpu-1", digest: bytes = b"") -> agent_pb2.ConnectRequest:
     return agent_pb2.ConnectRequest(
-        hello=agent_pb2.Hello(node_name=node, agent_version="0.1.0", boot_id="b1")
+        hello=agent_pb2.Hello(
+            node_name=node, agent_version="0.1.0", boot_id="b1", content_sha256=digest
+        )
     )
 
 
@@ -194,4 +199,116 @@ async def test_an_ack_names_only_changes_the_database_holds_as_durable():
     writer.done = len(writer.updates)  # the writer has written everything queued so far
     second = await ctx.reply(full(h100(driver="550.163.01"), seq=2))
     assert (second.ack.seq, second.ack.durable_seq) == (2, 1)
+    await end(task, ctx)
+
+
+async def test_a_hello_naming_the_held_facts_resumes_without_full_facts():
+    ingest, state, _, writer = servicer()
+    first = FakeContext()
+    task = await open_stream(ingest, first)
+    await first.reply(full(h100()))
+    await end(task, first)
+    assert not state.get("gpu-1").connected  # type: ignore[union-attr]
+    submitted = len(writer.updates)
+
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    welcome = await ctx.reply(hello(digest=wire.content_digest(h100())))
+    assert welcome.welcome.resumed
+    node = state.get("gpu-1")
+    assert node is not None and node.connected
+    (update,) = writer.updates[submitted:]
+    assert update.connected and update.changes == ()  # connected, no fact rewritten
+    # Its facts are at seq 0: the first delta is seq 1, applied to the held facts.
+    new = h100(driver="590.44.01")
+    delta = agent_pb2.ConnectRequest(
+        delta=agent_pb2.FactsDelta(
+            seq=1,
+            changed={"driver.driver_version": wire.to_fact(new["driver.driver_version"])},
+            content_sha256=wire.content_digest(new),
+        )
+    )
+    assert (await ctx.reply(delta)).ack.seq == 1
+    assert state.get("gpu-1").value("driver.driver_version") == "590.44.01"  # type: ignore
+    await end(task, ctx)
+
+
+async def test_a_hello_naming_other_facts_gets_a_plain_welcome_and_must_send_full_facts():
+    ingest, state, _, _ = servicer()
+    first = FakeContext()
+    task = await open_stream(ingest, first)
+    await first.reply(full(h100()))
+    await end(task, first)
+
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    moved = wire.content_digest(h100(driver="590.44.01"))
+    welcome = await ctx.reply(hello(digest=moved))
+    assert not welcome.welcome.resumed
+    assert not state.get("gpu-1").connected  # type: ignore[union-attr]
+    beat = agent_pb2.ConnectRequest(heartbeat=agent_pb2.Heartbeat(seq=0, content_sha256=moved))
+    assert (await ctx.reply(beat)).WhichOneof("message") == "resync"
+    await end(task, ctx)
+
+
+async def test_a_hello_for_a_node_not_held_is_not_resumed():
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    welcome = await ctx.reply(hello(digest=wire.content_digest(h100())))
+    assert not welcome.welcome.resumed
+    assert state.get("gpu-1") is None
+    await end(task, ctx)
+
+
+async def test_a_hello_whose_digest_is_not_32_bytes_ends_the_stream_invalid_argument():
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    await ctx.inbox.put(hello(digest=b"short"))
+    with pytest.raises(Aborted) as info:
+        await asyncio.wait_for(task, 5)
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "32-byte" in str(info.value)
+    assert state.get("gpu-1") is None
+
+
+async def test_a_resuming_stream_takes_no_syncing_slot():
+    # One slot: a stream that has not sent its facts yet holds it.
+    settings = IngestSettings(min_syncing_streams=1, max_syncing_streams=1)
+    ingest, _, _, _ = servicer(settings)
+    known = FakeContext()
+    task = await open_stream(ingest, known)
+    await known.reply(full(h100()))
+    await end(task, known)
+    syncing = FakeContext()
+    syncing_task = asyncio.create_task(ingest.Connect(None, syncing))
+    assert (await syncing.reply(hello("gpu-2"))).WhichOneof("message") == "welcome"
+
+    refused = FakeContext()
+    refused_task = asyncio.create_task(ingest.Connect(None, refused))
+    await refused.inbox.put(hello("gpu-3"))
+    with pytest.raises(Aborted) as info:
+        await asyncio.wait_for(refused_task, 5)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    assert (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
+    await end(task, ctx)
+    await end(syncing_task, syncing)
+
+
+async def test_a_resume_the_store_has_no_room_for_is_a_plain_welcome():
+    writer = RecordingWriter()
+    ingest, state, _, _ = servicer(writer=writer)
+    first = FakeContext()
+    task = await open_stream(ingest, first)
+    await first.reply(full(h100()))
+    await end(task, first)
+    writer.has_room = False
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    assert not (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
+    assert not state.get("gpu-1").connected  # type: ignore[union-attr]
     await end(task, ctx)
