@@ -1156,11 +1156,24 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     t_down = time.monotonic()
     t_start = await agg.start()
     sim0 = simulator_cpu_s()
+    busy: list[tuple[float, float]] = []  # each second after the restart: cores used by each side
+
+    async def sample_busy() -> None:
+        last = (time.monotonic(), 0.0, sim0)
+        while True:
+            await asyncio.sleep(1.0)
+            now = (time.monotonic(), agg.cpu_s(), simulator_cpu_s())
+            span = now[0] - last[0]
+            busy.append((round((now[1] - last[1]) / span, 2), round((now[2] - last[2]) / span, 2)))
+            last = now
+
+    sampler = asyncio.create_task(sample_busy())
     t_port = await wait_port(agg.grpc)
     await wait_ready(http)
     t_ready = time.monotonic()
     cpu0 = agg.cpu_s()
     done = await wait_connected(http, args.agents, args.storm_timeout_s, t_start, welcomed)
+    sampler.cancel()
     cpu1 = agg.cpu_s()
     sim1 = simulator_cpu_s()
     m = (await scrape(http)).values
@@ -1209,6 +1222,16 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         }
         if welcome_s
         else None,
+        # Second by second from the restart: Welcomes, and the cores each side used; which
+        # side was saturated while the fleet came back.
+        "per_second": [
+            {
+                "welcomed": sum(1 for t in welcome_s if i <= t < i + 1),
+                "aggregator_cores": a,
+                "simulator_cores": b,
+            }
+            for i, (a, b) in enumerate(busy)
+        ],
         "listen_drops": listen_drops() - drops0,
         "load_avg_after": loadavg(),
     }
