@@ -6,10 +6,10 @@ has lost track. Hello carries the hash of the last facts sent, on any stream: wh
 aggregator's Welcome says it holds those (`resumed`, as after its own restart), the full
 facts stay home and the first poll, at once, sends what changed since as a delta. Sensor
 readings travel apart: a SensorReport at most every `sensor_interval_s`, once the session
-has sent (or resumed) its full facts, never diffed or hashed. Where
-the aggregator's Welcome says it takes them so (ReportSettings.sensors_heartbeat), each report
-also carries what a heartbeat would, and stands in for it: a node with readings sends one
-message per interval, not two, and heartbeats only when no report went out.
+has sent (or resumed) its full facts, never diffed or hashed. Where the aggregator's Welcome
+says it takes them so (ReportSettings.sensors_heartbeat), each report also carries what a
+heartbeat would, and stands in for it: a node with readings sends one message per interval,
+not two, and heartbeats only when no report went out.
 Connections are retried forever: once the aggregator accepts TCP again, after a delay
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that

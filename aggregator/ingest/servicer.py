@@ -4,11 +4,10 @@ Protocol: Hello -> Welcome, `resumed` when the Hello's content_sha256 is that of
 held for the node (the agent then sends no FullFacts; after a restart that is nearly every
 agent, and a resumed stream takes no syncing slot); FullFacts -> Ack; FactsDelta -> Ack, or
 Resync on a seq gap, before any FullFacts, or on a hash that disagrees after applying it;
-Heartbeat -> Resync
-when its hash differs; SensorReport -> nothing (the latest readings are kept; one before
-any FullFacts is ignored, as the node does not exist yet), or, when it carries a heartbeat's
-seq and content_sha256 (Welcome said ReportSettings.sensors_heartbeat), what a Heartbeat gets
-as well, the readings kept either way. A malformed message, or one
+Heartbeat -> Resync when its hash differs; SensorReport -> nothing (the latest readings are
+kept; one before any FullFacts is ignored, as the node does not exist yet), or, when it
+carries a heartbeat's seq and content_sha256 (Welcome said ReportSettings.sensors_heartbeat),
+what a Heartbeat gets as well, the readings kept either way. A malformed message, or one
 that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
 with INVALID_ARGUMENT, and one over the size limit with RESOURCE_EXHAUSTED, before
 anything is stored. A Hello beyond what the aggregator takes at once (too many streams
