@@ -229,8 +229,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         if not raw_digest:
             return None
         digest = limits.digest("Hello", raw_digest)
-        held = self._state.get(name)
-        if held is None or not held.resent_by(digest) or not self._writer.room_for(name):
+        if not self._state.resent_by(name, digest) or not self._writer.room_for(name):
             return None
         return digest
 
@@ -273,7 +272,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         limits.check_full(full, session.seq if session.has_facts else None, self._settings)
         digest = limits.digest("FullFacts", full.content_sha256)
         held = self._state.get(session.node)
-        if held is not None and held.resent_by(digest):
+        if held is not None and self._state.resent_by(session.node, digest):
             # A reconnect resending what is held: the hash says the facts are equal, so skip
             # parsing them (most of a reconnect storm's cost); nothing of the payload is kept.
             flat = held.reported

@@ -50,7 +50,8 @@ class NodeState:
     reported: dict[str, Reading] = field(default_factory=dict)
     content_hash: str = ""
     # False for a node restored from the store: its stored facts may carry an earlier
-    # cluster overlay, so `reported` is checked against the hash before a resend relies on it.
+    # cluster overlay, so `reported` is checked against the hash before a resend relies on it
+    # (LiveState.resent_by takes the overlay off where it does not match).
     reported_verified: bool = True
     seq: int = 0
     connected: bool = False
@@ -209,6 +210,27 @@ class LiveState:
         self._nodes[name] = node
         self.changed()
         return node
+
+    def resent_by(self, name: str, digest: str) -> bool:
+        """Whether facts hashed `digest` repeat node `name`'s reported facts (a FullFacts
+        resending them need not be parsed, a Hello naming them resumes).
+
+        Facts restored from the store carry the cluster's overlay as it was: without the
+        paths the cluster sets now, they are the agent's own if they hash as `digest`, and
+        become the node's `reported`. A path the overlay replaced hashes apart: no match."""
+        node = self._nodes.get(name)
+        if node is None:
+            return False
+        if node.resent_by(digest):
+            return True
+        overlay = self._cluster.get(name, {}).keys() | self._cluster_wide.keys()
+        if not overlay or digest != node.content_hash:
+            return False
+        own = {path: r for path, r in node.reported.items() if path not in overlay}
+        if content_hash(own) != digest:
+            return False
+        node.reported, node.reported_verified = own, True
+        return True
 
     def merged(self, name: str, reported: dict[str, Reading]) -> dict[str, Reading]:
         """`reported` overlaid with the cluster's facts of node `name`. The cluster wins (the

@@ -9,9 +9,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from conftest import Aggregator, scrape
 from kubernetes import client
+
+from plumb import facts as wire
+from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 from .conftest import cluster_aggregators, until
 
@@ -103,6 +107,51 @@ def test_node_labels_and_kubelet_version_reach_the_facts_within_a_second(
     assert any(
         h["path"] == "host.kubelet_version" and h["new"]["value"] == "v1.31.2" for h in history
     ), history
+
+
+async def test_a_restarted_aggregator_resumes_a_stream_though_it_stored_the_nodes_labels(
+    api, make_node, serve
+):
+    # What a real agent reports on Kubernetes: nothing of what the Node object overlays.
+    own = {
+        "driver.driver_version": wire.Reading.ok("580.95.05"),
+        "gpus[0].index": wire.Reading.ok(0),
+        "gpus[0].name": wire.Reading.ok("NVIDIA H100 80GB HBM3"),
+    }
+    digest = wire.content_digest(own)
+    core = client.CoreV1Api(api)
+    make_node("resume-gpu", {"nvidia.com/gpu.present": "true"})
+    agg = serve("resume-a", "resume")
+    hello = agent_pb2.Hello(node_name="resume-gpu", agent_version="test", boot_id="b-1")
+    async with grpc.aio.insecure_channel(agg.grpc) as channel:
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        await call.write(agent_pb2.ConnectRequest(hello=hello))
+        assert not (await call.read()).welcome.resumed  # no digest: a new agent
+        full = agent_pb2.FullFacts(seq=1, content_sha256=digest, facts=wire.unflatten(own))
+        await call.write(agent_pb2.ConnectRequest(full_facts=full))
+        assert (await call.read()).WhichOneof("message") == "ack"
+        until(
+            lambda: fact(agg, "resume-gpu", "cluster.labels") == {"nvidia.com/gpu.present": "true"},
+            what="the Node's label in the facts the store keeps",
+        )
+        call.cancel()
+    assert agg.stop() == 0
+    agg.start()
+    # The Node is listed again once a label patched after the restart shows.
+    core.patch_node("resume-gpu", {"metadata": {"labels": {"nvidia.com/gpu.count": "8"}}})
+    until(
+        lambda: fact(agg, "resume-gpu", "cluster.labels").get("nvidia.com/gpu.count") == "8",
+        what="the restarted aggregator's Node overlay",
+    )
+    async with grpc.aio.insecure_channel(agg.grpc) as channel:
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        hello.content_sha256 = digest
+        await call.write(agent_pb2.ConnectRequest(hello=hello))
+        assert (await call.read()).welcome.resumed
+        until(lambda: agg.node("resume-gpu")["connected"], what="the resumed node connected")
+        call.cancel()
+    assert ("plumb_ingest_streams_resumed_total", {}, 1.0) in scrape(agg)
+    assert fact(agg, "resume-gpu", "driver.driver_version") == "580.95.05"
 
 
 def test_killing_the_leader_hands_the_lease_over_within_its_duration(api, serve, start_agent):

@@ -312,3 +312,38 @@ async def test_a_resume_the_store_has_no_room_for_is_a_plain_welcome():
     assert not (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
     assert not state.get("gpu-1").connected  # type: ignore[union-attr]
     await end(task, ctx)
+
+
+async def test_restored_facts_with_the_clusters_overlay_resume_the_agents_own():
+    # Before the restart: the agent's facts, with the Node's kubelet version overlaid.
+    kubelet = {"host.kubelet_version": wire.Reading.ok("v1.31.2")}
+    ingest, state, _, _ = servicer()
+    state.set_cluster_facts("gpu-1", kubelet)
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    await end(task, ctx)
+    stored = dict(state.get("gpu-1").facts)  # type: ignore[union-attr]
+    assert stored["host.kubelet_version"] == kubelet["host.kubelet_version"]
+
+    # After it: the store's facts carry the overlay; the Node is listed again.
+    ingest, state, _, _ = servicer()
+    state.restore("gpu-1", stored, content_hash=wire.content_hash(h100()))
+    state.set_cluster_facts("gpu-1", kubelet)
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    assert (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
+    node = state.get("gpu-1")
+    assert node is not None and node.reported == h100()
+    assert node.facts["host.kubelet_version"] == kubelet["host.kubelet_version"]
+    await end(task, ctx)
+
+
+async def test_restored_facts_whose_overlay_is_not_known_yet_are_not_resumed():
+    ingest, state, _, _ = servicer()
+    merged = {**h100(), "host.kubelet_version": wire.Reading.ok("v1.31.2")}
+    state.restore("gpu-1", merged, content_hash=wire.content_hash(h100()))
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    assert not (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
+    await end(task, ctx)
