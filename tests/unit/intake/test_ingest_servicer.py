@@ -119,6 +119,14 @@ async def end(task: asyncio.Task, ctx: FakeContext) -> None:
     await asyncio.wait_for(task, 5)
 
 
+async def streamed_and_ended(ingest: Ingest) -> None:
+    """gpu-1's stream sends h100() and ends: the node is held, disconnected."""
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    await end(task, ctx)
+
+
 async def test_full_facts_are_acked_and_reach_the_live_state():
     ingest, state, _, writer = servicer()
     ctx = FakeContext()
@@ -204,10 +212,7 @@ async def test_an_ack_names_only_changes_the_database_holds_as_durable():
 
 async def test_a_hello_naming_the_held_facts_resumes_without_full_facts():
     ingest, state, _, writer = servicer()
-    first = FakeContext()
-    task = await open_stream(ingest, first)
-    await first.reply(full(h100()))
-    await end(task, first)
+    await streamed_and_ended(ingest)
     assert not state.get("gpu-1").connected  # type: ignore[union-attr]
     submitted = len(writer.updates)
 
@@ -235,10 +240,7 @@ async def test_a_hello_naming_the_held_facts_resumes_without_full_facts():
 
 async def test_a_hello_naming_other_facts_gets_a_plain_welcome_and_must_send_full_facts():
     ingest, state, _, _ = servicer()
-    first = FakeContext()
-    task = await open_stream(ingest, first)
-    await first.reply(full(h100()))
-    await end(task, first)
+    await streamed_and_ended(ingest)
 
     ctx = FakeContext()
     task = asyncio.create_task(ingest.Connect(None, ctx))
@@ -277,10 +279,7 @@ async def test_a_resuming_stream_takes_no_syncing_slot():
     # One slot: a stream that has not sent its facts yet holds it.
     settings = IngestSettings(min_syncing_streams=1, max_syncing_streams=1)
     ingest, _, _, _ = servicer(settings)
-    known = FakeContext()
-    task = await open_stream(ingest, known)
-    await known.reply(full(h100()))
-    await end(task, known)
+    await streamed_and_ended(ingest)
     syncing = FakeContext()
     syncing_task = asyncio.create_task(ingest.Connect(None, syncing))
     assert (await syncing.reply(hello("gpu-2"))).WhichOneof("message") == "welcome"
@@ -302,10 +301,7 @@ async def test_a_resuming_stream_takes_no_syncing_slot():
 async def test_a_resume_the_store_has_no_room_for_is_a_plain_welcome():
     writer = RecordingWriter()
     ingest, state, _, _ = servicer(writer=writer)
-    first = FakeContext()
-    task = await open_stream(ingest, first)
-    await first.reply(full(h100()))
-    await end(task, first)
+    await streamed_and_ended(ingest)
     writer.has_room = False
     ctx = FakeContext()
     task = asyncio.create_task(ingest.Connect(None, ctx))
@@ -319,10 +315,7 @@ async def test_restored_facts_with_the_clusters_overlay_resume_the_agents_own():
     kubelet = {"host.kubelet_version": wire.Reading.ok("v1.31.2")}
     ingest, state, _, _ = servicer()
     state.set_cluster_facts("gpu-1", kubelet)
-    ctx = FakeContext()
-    task = await open_stream(ingest, ctx)
-    await ctx.reply(full(h100()))
-    await end(task, ctx)
+    await streamed_and_ended(ingest)
     stored = dict(state.get("gpu-1").facts)  # type: ignore[union-attr]
     assert stored["host.kubelet_version"] == kubelet["host.kubelet_version"]
 
