@@ -107,6 +107,17 @@ def full(facts: dict[str, wire.Reading], seq: int = 1) -> agent_pb2.ConnectReque
     )
 
 
+def driver_delta(seq: int, new: dict[str, wire.Reading]) -> agent_pb2.ConnectRequest:
+    """A FactsDelta of `seq` changing the driver version to `new`'s, hashed as `new`."""
+    return agent_pb2.ConnectRequest(
+        delta=agent_pb2.FactsDelta(
+            seq=seq,
+            changed={"driver.driver_version": wire.to_fact(new["driver.driver_version"])},
+            content_sha256=wire.content_digest(new),
+        )
+    )
+
+
 async def open_stream(ingest: Ingest, ctx: FakeContext) -> asyncio.Task:
     task = asyncio.create_task(ingest.Connect(None, ctx))
     welcome = await ctx.reply(hello())
@@ -146,13 +157,7 @@ async def test_a_delta_with_a_seq_gap_asks_for_a_resync_and_changes_nothing():
     task = await open_stream(ingest, ctx)
     await ctx.reply(full(h100()))
     new = h100(driver="590.44.01")
-    delta = agent_pb2.ConnectRequest(
-        delta=agent_pb2.FactsDelta(
-            seq=3,
-            changed={"driver.driver_version": wire.to_fact(new["driver.driver_version"])},
-            content_sha256=wire.content_digest(new),
-        )
-    )
+    delta = driver_delta(3, new)
     reply = await ctx.reply(delta)
     assert reply.WhichOneof("message") == "resync"
     assert state.get("gpu-1").value("driver.driver_version") == "580.173.02"  # type: ignore
@@ -226,13 +231,7 @@ async def test_a_hello_naming_the_held_facts_resumes_without_full_facts():
     assert update.connected and update.changes == ()  # connected, no fact rewritten
     # Its facts are at seq 0: the first delta is seq 1, applied to the held facts.
     new = h100(driver="590.44.01")
-    delta = agent_pb2.ConnectRequest(
-        delta=agent_pb2.FactsDelta(
-            seq=1,
-            changed={"driver.driver_version": wire.to_fact(new["driver.driver_version"])},
-            content_sha256=wire.content_digest(new),
-        )
-    )
+    delta = driver_delta(1, new)
     assert (await ctx.reply(delta)).ack.seq == 1
     assert state.get("gpu-1").value("driver.driver_version") == "590.44.01"  # type: ignore
     await end(task, ctx)
