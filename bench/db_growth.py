@@ -3,7 +3,7 @@ written through the real Store into SQLite; then one retention pass.
 
 Each node has a dgx-h100 profile's facts (collected by the agent's collectors from the
 simulated node). A day's stack change is a driver upgrade, one day forward and the next back,
-with the fact rows it really changes (diffing two collections), plus the drift finding it
+with the facts it really changes (diffing two collections), plus the drift finding it
 opens and the one it closes. Reports the file size after the first facts and after the days,
 bytes per day, the size held at the retention age, and the retention pass's time.
 
@@ -82,11 +82,8 @@ def main() -> None:
         names = [f"node-{i:05}" for i in range(args.nodes)]
 
         t = time.perf_counter()
-        first = tuple(Change(p, None, r) for p, r in a.items())
         for i in range(0, len(names), args.batch):
-            store.apply(
-                [NodeUpdate(n, DAY0, first, history=False) for n in names[i : i + args.batch]]
-            )
+            store.apply([NodeUpdate(n, DAY0, facts=a) for n in names[i : i + args.batch]])
         load_s = time.perf_counter() - t
         store.prune(DAY0)  # nothing is old yet; checks the pass is cheap on a young database
         size_first = _size(db)
@@ -99,7 +96,14 @@ def main() -> None:
             for n in names:
                 closed = () if day == 1 else (replace(_finding(n, day - 1), closed_at=at),)
                 updates.append(
-                    NodeUpdate(n, at, changes, opened=(_finding(n, day),), closed=closed)
+                    NodeUpdate(
+                        n,
+                        at,
+                        changes,
+                        facts=b if day % 2 else a,
+                        opened=(_finding(n, day),),
+                        closed=closed,
+                    )
                 )
             for i in range(0, len(updates), args.batch):
                 store.apply(updates[i : i + args.batch])
@@ -116,7 +120,7 @@ def main() -> None:
     result = {
         "nodes": args.nodes,
         "days": args.days,
-        "fact_rows_per_node": len(a),
+        "facts_per_node": len(a),
         "history_rows_per_change": len(forward),
         "write_s": {"first_facts": round(load_s, 1), "days": round(days_s, 1)},
         "db_bytes": {"first_facts": size_first, f"after_{args.days}_days": size_days},

@@ -24,20 +24,19 @@ from plumb.agent.collect import collect_all
 from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import profile_path
 from plumb.aggregator.settings import StoreSettings
-from plumb.aggregator.store import Change, NodeUpdate, Store
+from plumb.aggregator.store import NodeUpdate, Store
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _fill(db: Path, nodes: int, work: Path) -> int:
-    """Write `nodes` nodes' first facts; the fact rows per node."""
+    """Write `nodes` nodes' first facts; the facts per node."""
     facts = collect_all(Simulation(str(profile_path("dgx-h100")), "n", work).sources())
-    first = tuple(Change(p, None, r) for p, r in facts.items())
     store = Store(f"sqlite:///{db}")
     batch = StoreSettings().batch_max
     names = [f"node-{i:05}" for i in range(nodes)]
     for i in range(0, nodes, batch):
-        store.apply([NodeUpdate(n, AT, first, history=False) for n in names[i : i + batch]])
+        store.apply([NodeUpdate(n, AT, facts=facts) for n in names[i : i + batch]])
     store.close()
     return len(facts)
 
@@ -70,8 +69,8 @@ def main() -> None:
     rows = sum(len(n.facts) for n in nodes)
     result = {
         "nodes": len(nodes),
-        "fact_rows": rows,
-        "fact_rows_per_node": per_node or rows // max(len(nodes), 1),
+        "facts": rows,
+        "facts_per_node": per_node or rows // max(len(nodes), 1),
         "load_s": round(load_s, 2),
         "load_drift_s": round(drift_s, 2),
         "profiled": args.profile,

@@ -98,17 +98,17 @@ class Intake:
             return None
         now = self._clock()
         node = self._state.node(name, now)
-        # A node's very first facts are its starting point, not a change: they go to the facts
-        # table but not to the history, which would otherwise hold every fact of every node.
+        # A node's very first facts are its starting point, not a change: they are stored but
+        # not as history, which would otherwise hold every fact of every node.
         starting = not node.facts
         merged = self._state.merged(name, reported)
-        changes = _changes(node.facts, merged)
+        changes = () if starting else _changes(node.facts, merged)
         update = NodeUpdate(
             node=name,
             at=now,
             changes=changes,
+            facts=merged if starting or changes else None,
             last_report_at=now,
-            history=not starting,
             content_hash=digest,
         )
         if start is not None:
@@ -120,7 +120,7 @@ class Intake:
         node.facts, node.reported, node.content_hash = merged, reported, digest
         node.reported_verified = True
         node.seq, node.last_report_at = seq, now
-        return self._commit(node, update, evaluate=bool(changes))
+        return self._commit(node, update, evaluate=bool(changes or starting and merged))
 
     def heartbeat(
         self,
@@ -195,7 +195,8 @@ class Intake:
                 log.warning("store queue full, cluster facts deferred", extra={"node": node.name})
                 continue
             node.facts = merged
-            self._commit(node, NodeUpdate(node=node.name, at=self._clock(), changes=changes))
+            update = NodeUpdate(node=node.name, at=self._clock(), changes=changes, facts=merged)
+            self._commit(node, update)
 
     # -- people --------------------------------------------------------------------------------
 
@@ -410,8 +411,6 @@ def _changes(old: Mapping[str, Reading], new: Mapping[str, Reading]) -> tuple[Ch
     """The store's change rows from `old` facts to `new`."""
     if old is new:  # a resend of the facts held, with no cluster overlay: nothing to compare
         return ()
-    if not old:  # a node's first facts (a cold sync): every fact is new, nothing to compare
-        return tuple(Change(p, None, r) for p, r in new.items())
     changed, removed = diff(old, new)
     return tuple(Change(p, old.get(p), r) for p, r in changed.items()) + tuple(
         Change(p, old[p], None) for p in removed

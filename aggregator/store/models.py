@@ -102,18 +102,16 @@ class ReplicaRow(Base):
     seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-class FactRow(Base):
-    """A node's current reading of one fact; ``value`` is JSON text so its type round-trips."""
+class NodeFactsRow(Base):
+    """A node's current facts as one JSON document (store.py, ``_facts_doc``): a node's
+    facts are written and read together, so one row each, not one per fact (0010)."""
 
-    __tablename__ = "facts"
+    __tablename__ = "node_facts"
 
     node: Mapped[str] = mapped_column(
         String(NODE_NAME_CHARS), ForeignKey("nodes.name", ondelete="CASCADE"), primary_key=True
     )
-    path: Mapped[str] = mapped_column(String(PATH_CHARS), primary_key=True)
-    status: Mapped[str] = mapped_column(String(STATUS_CHARS))
-    value: Mapped[str | None] = mapped_column(Text)
-    error: Mapped[str | None] = mapped_column(Text)
+    doc: Mapped[str] = mapped_column(Text)
 
 
 class FactChangeRow(Base):

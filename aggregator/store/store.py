@@ -8,11 +8,10 @@ rest of the aggregator gets the frozen dataclasses below.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from itertools import groupby
 from pathlib import Path
 from typing import Any, get_args
@@ -22,11 +21,10 @@ from alembic.config import Config
 from alembic.util.exc import CommandError
 from sqlalchemy import (
     Connection,
-    Dialect,
     Engine,
     Insert,
+    Select,
     Table,
-    bindparam,
     case,
     create_engine,
     delete,
@@ -62,7 +60,7 @@ from .models import (
     PATH_CHARS,
     DriftFindingRow,
     FactChangeRow,
-    FactRow,
+    NodeFactsRow,
     NodeRow,
     ReplicaRow,
     ValidationRunRow,
@@ -84,10 +82,10 @@ _MIGRATION_LOCK_KEY = 0x706C756D62  # "plumb"
 _STATUSES = frozenset(get_args(Status))
 _NODE_FIELDS = ("connected", "boot_id", "agent_version", "last_report_at", "content_hash")
 _SQLITE_BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another's lock before failing
-_LOAD_CHUNK = 20_000  # fact rows fetched at a time by `load`
+_LOAD_CHUNK = 500  # node_facts rows fetched at a time by `load`
 
 _nodes: Table = NodeRow.__table__  # type: ignore[assignment]
-_facts: Table = FactRow.__table__  # type: ignore[assignment]
+_facts: Table = NodeFactsRow.__table__  # type: ignore[assignment]
 _changes: Table = FactChangeRow.__table__  # type: ignore[assignment]
 _replicas: Table = ReplicaRow.__table__  # type: ignore[assignment]
 _findings: Table = DriftFindingRow.__table__  # type: ignore[assignment]
@@ -114,15 +112,17 @@ class NodeUpdate:
 
     node: str
     at: datetime
+    # What changed, for the history; `facts` must then be given.
     changes: tuple[Change, ...] = ()
     connected: bool | None = None
     boot_id: str | None = None
     agent_version: str | None = None
     last_report_at: datetime | None = None
-    # The content hash of the node's facts once `changes` are applied.
+    # The node's facts once this update applies, stored whole in place of those held: a
+    # node's first facts come with no `changes`, as they start its history, not change it.
+    facts: Mapping[str, Reading] | None = None
+    # The content hash of `facts`.
     content_hash: str | None = None
-    # False: write `changes` to the current facts only, not as history rows.
-    history: bool = True
     # Drift transitions decided for this node, and its newly accepted baseline.
     opened: tuple[DriftFinding, ...] = ()
     closed: tuple[DriftFinding, ...] = ()
@@ -205,10 +205,7 @@ class Store:
         self._dialect_insert = (
             postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
         )
-        self._facts_upsert = _driver_sql(
-            self._upsert(_facts, ["node", "path"], ["status", "value", "error"]),
-            self._engine.dialect,
-        )
+        self._facts_upsert = self._upsert(_facts, ["node"], ["doc"])
 
     def load(self) -> list[StoredNode]:
         """Every node with its current facts, for the aggregator's start.
@@ -216,7 +213,7 @@ class Store:
         Nodes come back disconnected whatever the table says: no stream is open yet.
         """
         with _errors("loading nodes", self._engine), self._engine.connect() as conn:
-            facts = _load_facts(conn)
+            facts = _load_facts(conn, select(_facts.c.node, _facts.c.doc))
             live = _nodes.c.removed_at.is_(None)
             nodes = conn.execute(select(_nodes).where(live).order_by(_nodes.c.name)).all()
         return [_stored(row, facts.get(row.name, {}), connected=False) for row in nodes]
@@ -236,13 +233,11 @@ class Store:
         self, facts_of: Sequence[str], baselines_of: Sequence[str]
     ) -> tuple[dict[str, dict[str, Reading]], dict[str, Baseline]]:
         """The current facts of ``facts_of`` and the baselines of ``baselines_of``."""
-        f = _facts.c
-        stmt = select(f.node, f.path, f.status, f.value, f.error).where(f.node.in_(facts_of))
+        stmt = select(_facts.c.node, _facts.c.doc).where(_facts.c.node.in_(facts_of))
         facts: dict[str, dict[str, Reading]] = {name: {} for name in facts_of}
         with _errors("reading node facts", self._engine), self._engine.connect() as conn:
             if facts_of:
-                for node, path, status, value, error in conn.execute(stmt):
-                    facts[node][path] = Reading(status, _from_json(value), error)
+                facts.update(_load_facts(conn, stmt))
             baselines = drift.load_baselines(conn, baselines_of) if baselines_of else {}
         return facts, baselines
 
@@ -306,9 +301,12 @@ class Store:
         # Consecutive runs of the same kind go as one executemany; order is kept.
         for shape, group in groupby(updates, key=_node_shape):
             conn.execute(self._upsert_nodes(shape), [self._node_params(u, now) for u in group])
-        for removed, group in groupby(changes, key=lambda uc: uc[1].new is None):
-            self._write_facts(conn, removed, [(u.node, c) for u, c in group])
-        rows = [_change_params(u, c) for u, c in changes if u.history]
+        docs = [
+            {"node": u.node, "doc": _facts_doc(u.facts)} for u in updates if u.facts is not None
+        ]
+        if docs:
+            conn.execute(self._facts_upsert, docs)
+        rows = [_change_params(u, c) for u, c in changes]
         if rows:
             conn.execute(insert(_changes), rows)
         drift.write(
@@ -529,28 +527,10 @@ class Store:
             "changed_by": self._replica,
             "changed_at": now,
             "removed_at": None,
-            "facts_changed_at": now if update.changes else None,
+            "facts_changed_at": now if update.facts is not None else None,
             "baseline_changed_at": now if update.baseline else None,
             "baseline_changed_by": self._replica if update.baseline else None,
         }
-
-    def _write_facts(
-        self, conn: Connection, removed: bool, changes: list[tuple[str, Change]]
-    ) -> None:
-        if removed:
-            conn.execute(
-                delete(_facts).where(
-                    _facts.c.node == bindparam("b_node"), _facts.c.path == bindparam("b_path")
-                ),
-                [{"b_node": node, "b_path": c.path} for node, c in changes],
-            )
-            return
-        sql, names = self._facts_upsert
-        rows = [_fact_row(node, c.path, c.new) for node, c in changes if c.new is not None]
-        if rows:
-            if names is not None:  # a driver that takes parameters by name (psycopg)
-                rows = [dict(zip(names, r, strict=True)) for r in rows]
-            _executemany(conn, sql, rows)
 
 
 def migrate(url: str) -> None:
@@ -673,6 +653,8 @@ def _problem(update: NodeUpdate) -> str | None:
             return f"{name} must be at most {IDENTITY_CHARS} characters, without NUL"
     if update.content_hash is not None and not _text_ok(update.content_hash, CONTENT_HASH_CHARS):
         return f"content_hash must be at most {CONTENT_HASH_CHARS} characters, without NUL"
+    if update.changes and update.facts is None:
+        return "changes need the node's facts they lead to"
     for change in update.changes:
         if not _text_ok(change.path, PATH_CHARS) or not change.path:
             return f"fact path must be 1 to {PATH_CHARS} characters, without NUL"
@@ -681,6 +663,11 @@ def _problem(update: NodeUpdate) -> str | None:
         for reading in (change.old, change.new):
             if reading is not None and not _reading_ok(reading):
                 return f"{change.path}: malformed reading"
+    for path, reading in (update.facts or {}).items():
+        if not _text_ok(path, PATH_CHARS) or not path:
+            return f"fact path must be 1 to {PATH_CHARS} characters, without NUL"
+        if not _reading_ok(reading):
+            return f"{path}: malformed reading"
     return None
 
 
@@ -705,45 +692,61 @@ def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
     drift transitions alone leave the row as it is, so tailing replicas skip them.
     """
     shape = tuple(name for name in _NODE_FIELDS if getattr(update, name) is not None)
-    if not shape and not update.changes and not update.baseline:
+    if not shape and update.facts is None and not update.baseline:
         return ()
     return (
         shape
         + (("owner",) if update.connected else ())
         + ("changed_by", "changed_at", "removed_at")  # a write for a removed name revives it
-        + (("facts_changed_at",) if update.changes else ())
+        + (("facts_changed_at",) if update.facts is not None else ())
         + (("baseline_changed_at", "baseline_changed_by") if update.baseline else ())
     )
 
 
-def _load_facts(conn: Connection) -> dict[str, dict[str, Reading]]:
-    """Every node's current facts, in one query read straight off the DBAPI cursor.
+def _facts_doc(facts: Mapping[str, Reading]) -> str:
+    """A node's facts as its `node_facts` row holds them: ``{status: {path: value}}``, the
+    value as ``[value, error]`` for a reading with an error (a fact's value is never a
+    list). Grouped by status, a node's ~370 readings load as plain values, not objects."""
+    doc: dict[str, dict[str, object]] = {}
+    for path, reading in facts.items():
+        of = doc.get(reading.status)
+        if of is None:
+            of = doc[reading.status] = {}
+        of[path] = reading.value if reading.error is None else [reading.value, reading.error]
+    return json.dumps(doc, separators=(",", ":"))
 
-    At 10,000 nodes this is ~2.7 million rows: SQLAlchemy's per-row Result machinery cost
-    about a third of the load, so the rows come as plain tuples, a chunk at a time (never
-    all at once). Nodes repeat the same paths and mostly the same readings: each distinct
-    one is decoded once and shared.
+
+def _load_facts(conn: Connection, stmt: Select) -> dict[str, dict[str, Reading]]:
+    """The facts of each node `stmt` selects (node, doc), read straight off the DBAPI cursor.
+
+    At 10,000 nodes this is ~3.7 million readings: the rows come as plain tuples, a chunk at
+    a time (never all at once), and nodes repeat the same paths and mostly the same
+    readings, so each distinct one is one object, shared. Keyed by the value's type too, as
+    True and 1 are equal keys (and floats by their bits: 0.0 and -0.0 are too).
     """
-    f = _facts.c
-    stmt = select(f.node, f.path, f.status, f.value, f.error)
     result = conn.execute(stmt)
     facts: dict[str, dict[str, Reading]] = {}
-    readings: dict[tuple, Reading] = {}
-    known = readings.get
+    shared: dict[str, dict[tuple, Reading]] = {}
     intern = {}.setdefault
-    last, of_node = None, {}
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
         while rows := result.cursor.fetchmany(_LOAD_CHUNK):
-            for node, path, status, value, error in rows:
-                if node != last:  # a node's rows mostly come together: look it up once
-                    of_node = facts.setdefault(node, {})
-                    last = node
-                key = (status, value, error)
-                reading = known(key)
-                if reading is None:
-                    reading = readings[key] = Reading(status, _from_json(value), error)
-                of_node[intern(path, path)] = reading
+            for node, doc in rows:
+                facts[node] = of_node = {}
+                for status, entries in json.loads(doc).items():
+                    status = intern(status, status)
+                    readings = shared.setdefault(status, {})
+                    known = readings.get
+                    for path, value in entries.items():
+                        if value.__class__ is list:
+                            reading = Reading(status, value[0], value[1])
+                        else:
+                            kind = value.__class__
+                            key = (kind, value) if kind is not float else (kind, value.hex())
+                            reading = known(key)
+                            if reading is None:
+                                reading = readings[key] = Reading(status, value)
+                        of_node[intern(path, path)] = reading
     except dbapi_error as exc:
         raise DBAPIError.instance(str(stmt), None, exc, dbapi_error) from exc
     finally:
@@ -771,56 +774,6 @@ def _stored(row: Any, facts: dict[str, Reading], *, connected: bool) -> StoredNo
     )
 
 
-# The facts table's columns in the order `_fact_row` gives them.
-_FACT_COLUMNS = ("node", "path", "status", "value", "error")
-
-
-def _driver_sql(stmt: Insert, dialect: Dialect) -> tuple[str, tuple[str, ...] | None]:
-    """``stmt`` (an insert of `_FACT_COLUMNS`) compiled for ``dialect``: its SQL, and None
-    where the driver takes the row's values by position, else their parameter names."""
-    compiled = stmt.compile(dialect=dialect)
-    if compiled.positional:
-        if tuple(compiled.positiontup or ()) != _FACT_COLUMNS:
-            raise StoreError(f"unexpected parameter order {compiled.positiontup}", retryable=False)
-        return compiled.string, None
-    return compiled.string, _FACT_COLUMNS
-
-
-def _executemany(conn: Connection, sql: str, rows: list) -> None:
-    """Run ``sql`` once per row straight on the DBAPI cursor, in ``conn``'s transaction.
-
-    A node's first facts are ~370 rows, and SQLAlchemy's per-row parameter processing cost
-    more than the database's own work for them (bench/sync_cost.py). The rows hold plain
-    str/None values, so no type processing is skipped; errors come out as SQLAlchemy's.
-    """
-    dbapi_error = conn.dialect.loaded_dbapi.Error
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.executemany(sql, rows)
-    except dbapi_error as exc:
-        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
-    finally:
-        cursor.close()
-
-
-def _fact_row(node: str, path: str, reading: Reading) -> tuple[str | None, ...]:
-    value = reading.value
-    if value is None:
-        doc = None
-    elif type(value) is float:  # 0.0 and -0.0 are equal keys but not the same JSON
-        doc = json.dumps(value)
-    else:
-        doc = _value_json(type(value), value)
-    return (node, path, reading.status, doc, reading.error)
-
-
-@lru_cache(maxsize=1 << 16)
-def _value_json(kind: type, value: str | int | bool) -> str:
-    """A fact value as its column holds it (JSON). A fleet repeats the same values, so each
-    distinct one is encoded once; keyed by type too, as True and 1 are equal keys."""
-    return json.dumps(value)
-
-
 def _change_params(update: NodeUpdate, change: Change) -> dict[str, object]:
     return {
         "node": update.node,
@@ -842,7 +795,3 @@ def _reading(doc: str | None) -> Reading | None:
         return None
     fields = json.loads(doc)
     return Reading(fields["status"], fields.get("value"), fields.get("error"))
-
-
-def _from_json(doc: str | None) -> Any:
-    return None if doc is None else json.loads(doc)

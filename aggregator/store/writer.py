@@ -211,7 +211,7 @@ def _decided(update: NodeUpdate) -> bool:
     """Whether ``update`` holds only what the aggregator decided (drift, baseline, a node's
     removal), no facts."""
     return bool(update.opened or update.closed or update.baseline or update.removed) and not (
-        update.changes
+        update.facts is not None
         or update.connected is not None
         or update.last_report_at is not None
         or update.boot_id is not None

@@ -23,7 +23,7 @@ from conftest import Aggregator
 
 from plumb.agent.collect import collect_all
 from plumb.agent.simulate.node import Simulation
-from plumb.aggregator.store import Change, NodeUpdate, Store
+from plumb.aggregator.store import NodeUpdate, Store
 from plumb.facts import content_hash
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
@@ -43,10 +43,9 @@ def _seed(workdir: Path, nodes: int) -> None:
             NodeUpdate(
                 node=first,
                 at=at,
-                changes=tuple(Change(p, None, r) for p, r in facts.items()),
+                facts=facts,
                 connected=False,
                 content_hash=content_hash(facts),
-                history=False,
                 last_report_at=at,
             )
         ]
@@ -57,7 +56,7 @@ def _seed(workdir: Path, nodes: int) -> None:
             "WITH RECURSIVE seq(i) AS"
             f" (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < {nodes - 1})"
         )
-        for table, key in (("nodes", "name"), ("facts", "node")):
+        for table, key in (("nodes", "name"), ("node_facts", "node")):
             cols = [row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[1] != key]
             db.execute(
                 f"{names} INSERT INTO {table} ({key}, {', '.join(cols)})"

@@ -108,9 +108,9 @@ def test_first_facts_connect_the_node_and_are_stored_without_history():
     assert report(intake, h100(), 1, session="s1") == len(writer.updates)  # its ticket
     node = state.get("gpu-1")
     assert node is not None and node.connected and node.session_id == "s1"
-    (update,) = [u for u in writer.updates if u.changes]
-    assert update.connected is True and update.history is False
-    assert {c.path for c in update.changes} == set(h100())
+    (update,) = [u for u in writer.updates if u.facts is not None]
+    assert update.connected is True and update.changes == ()
+    assert update.facts == h100()
 
 
 def test_a_fact_change_is_one_update_carrying_the_findings_it_opened():
@@ -120,7 +120,7 @@ def test_a_fact_change_is_one_update_carrying_the_findings_it_opened():
     report(intake, h100(driver="550.163.01"), 2)  # the R550 branch: end of life, below 580
     (update,) = writer.updates
     assert [c.path for c in update.changes] == ["driver.driver_version"]
-    assert update.history is True
+    assert update.facts == h100(driver="550.163.01")
     opened = {(f.kind, f.component, f.severity) for f in update.opened}
     assert ("constraint", "driver-minimum", "critical") in opened
     assert {f.id for t in counted for f in t.opened} >= {f.id for f in update.opened}

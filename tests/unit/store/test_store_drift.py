@@ -114,18 +114,10 @@ def test_upgrading_a_0001_database_keeps_its_rows(url: str):
                     at=T0,
                     opened=(finding("old-node"),),
                     changes=(Change("host.kernel", Reading.ok("6.8"), Reading.ok("6.9")),),
+                    facts={"host.kernel": Reading.ok("6.9")},
                 )
             ]
         )
         assert len(store.findings(node="old-node")) == 1
     finally:
         store.close()
-
-
-def test_an_update_without_history_sets_facts_but_writes_no_change_rows(store: Store):
-    first = NodeUpdate(
-        node="n1", at=T0, history=False, changes=(Change("host.kernel", None, Reading.ok("6.8")),)
-    )
-    assert store.apply([first]) == 0
-    assert store.load()[0].facts == {"host.kernel": Reading.ok("6.8")}
-    assert store.history("n1") == []

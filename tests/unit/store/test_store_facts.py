@@ -31,8 +31,9 @@ def at(seconds: float) -> datetime:
 
 
 def _added(node: str, facts: dict[str, Reading], seconds: float = 0, **fields) -> NodeUpdate:
+    """`facts` as the node's whole facts, each also in its history as new."""
     changes = tuple(Change(path, None, reading) for path, reading in facts.items())
-    return NodeUpdate(node, at(seconds), changes, **fields)
+    return NodeUpdate(node, at(seconds), changes, facts=facts, **fields)
 
 
 def _sql(url: str, *statements: str) -> object:
@@ -78,9 +79,9 @@ def test_apply_then_load_round_trips_every_value_type_and_status(store):
     assert store.apply([update]) == len(READINGS)
     [node] = store.load()
     assert node.facts == READINGS
-    assert [type(r.value) for r in node.facts.values()] == [
-        type(r.value) for r in READINGS.values()
-    ]
+    assert {p: type(r.value) for p, r in node.facts.items()} == {
+        p: type(r.value) for p, r in READINGS.items()
+    }
     assert (node.name, node.boot_id, node.agent_version) == ("gpu-node-7", "b-1", "0.1.0")
     assert node.first_seen_at == T0 and node.first_seen_at.tzinfo is not None
     assert node.last_report_at == at(1)
@@ -95,16 +96,16 @@ def test_values_equal_in_python_but_not_in_type_keep_their_own_type(store):
     second = {"a": Reading.ok(True), "b": Reading.ok(0), "c": Reading.ok(-0.0)}
     store.apply([_added("n1", first), _added("n2", second)])
     facts = {n.name: n.facts for n in store.load()}
-    assert [(type(r.value), str(r.value)) for r in facts["n1"].values()] == [
-        (int, "1"),
-        (bool, "False"),
-        (float, "0.0"),
-    ]
-    assert [(type(r.value), str(r.value)) for r in facts["n2"].values()] == [
-        (bool, "True"),
-        (int, "0"),
-        (float, "-0.0"),
-    ]
+    assert {p: (type(r.value), str(r.value)) for p, r in facts["n1"].items()} == {
+        "a": (int, "1"),
+        "b": (bool, "False"),
+        "c": (float, "0.0"),
+    }
+    assert {p: (type(r.value), str(r.value)) for p, r in facts["n2"].items()} == {
+        "a": (bool, "True"),
+        "b": (int, "0"),
+        "c": (float, "-0.0"),
+    }
 
 
 def test_none_fields_leave_the_node_row_unchanged(store):
@@ -118,28 +119,41 @@ def test_none_fields_leave_the_node_row_unchanged(store):
     assert node.first_seen_at == T0
 
 
-def test_changes_and_removals_update_the_current_facts(store):
+def test_an_update_replaces_the_facts_whole_and_its_changes_are_history(store):
     store.apply([_added("n", {"driver.driver_version": OLD, "host.kernel": Reading.ok("6.8")})])
     changes = (
         Change("driver.driver_version", OLD, NEW),
         Change("host.kernel", Reading.ok("6.8"), None),
     )
-    assert store.apply([NodeUpdate("n", at(1), changes)]) == 2
+    assert store.apply([NodeUpdate("n", at(1), changes, facts={"driver.driver_version": NEW})]) == 2
     [node] = store.load()
     assert node.facts == {"driver.driver_version": NEW}
+    assert [(e.path, e.new) for e in store.history("n", since=at(1))] == [
+        ("host.kernel", None),
+        ("driver.driver_version", NEW),
+    ]
 
 
-def test_load_reads_interleaved_nodes_across_fetch_chunks(store, monkeypatch):
-    # Rows of a node need not come together, and chunks end anywhere: every fact still
-    # lands on its own node, and equal readings come back as one shared object.
+def test_a_nodes_first_facts_without_changes_are_stored_but_not_history(store):
+    assert store.apply([NodeUpdate("n", at(0), facts=READINGS)]) == 0
+    assert store.load()[0].facts == READINGS
+    assert store.history("n") == []
+    store.apply([NodeUpdate("n", at(1), facts={})])  # facts may go down to none at all
+    assert store.load()[0].facts == {}
+
+
+def test_load_reads_nodes_across_fetch_chunks_sharing_equal_readings(store, monkeypatch):
+    # Chunks end anywhere: every node gets its own facts, and equal readings (of the same
+    # status and value type) come back as one object, across paths and nodes.
     monkeypatch.setattr("plumb.aggregator.store.store._LOAD_CHUNK", 2)
-    kernel = Reading.ok("6.8")
-    for i in range(3):
-        store.apply([_added(n, {f"p{i}": kernel}) for n in ("a", "b")])
-    a, b = store.load()
-    assert (a.name, b.name) == ("a", "b")
-    assert a.facts == b.facts == {"p0": kernel, "p1": kernel, "p2": kernel}
-    assert a.facts["p0"] is b.facts["p2"]
+    kernel, one, true = Reading.ok("6.8"), Reading.ok(1), Reading.ok(True)
+    facts = {"p0": kernel, "p1": kernel, "i": one, "b": true, "gone": Reading.not_supported()}
+    store.apply([NodeUpdate(n, at(0), facts=facts) for n in ("a", "b", "c")])
+    a, b, c = store.load()
+    assert (a.name, b.name, c.name) == ("a", "b", "c")
+    assert a.facts == b.facts == c.facts == facts
+    assert a.facts["p0"] is a.facts["p1"] is c.facts["p1"]
+    assert (type(c.facts["i"].value), type(c.facts["b"].value)) == (int, bool)
 
 
 def test_a_page_unreadable_mid_load_is_a_store_error_naming_the_load(tmp_path, monkeypatch):
@@ -152,7 +166,7 @@ def test_a_page_unreadable_mid_load_is_a_store_error_naming_the_load(tmp_path, m
     store.close()
     _sql(url, "PRAGMA wal_checkpoint(TRUNCATE)")
     page_size = _sql(url, "PRAGMA page_size")
-    last = _sql(url, "SELECT max(pageno) FROM dbstat WHERE name = 'facts'")
+    last = _sql(url, "SELECT max(pageno) FROM dbstat WHERE name = 'node_facts'")
     with (tmp_path / "plumb.db").open("r+b") as db:
         db.seek((last - 1) * page_size)  # type: ignore[operator]
         db.write(b"\xff" * page_size)  # type: ignore[operator]
@@ -172,8 +186,8 @@ def test_a_batch_applies_its_updates_in_order(store):
     path = "driver.driver_version"
     batch = [
         _added("n", {path: OLD}),
-        NodeUpdate("n", at(1), (Change(path, OLD, None),)),
-        NodeUpdate("n", at(2), (Change(path, None, NEW),)),
+        NodeUpdate("n", at(1), (Change(path, OLD, None),), facts={}),
+        NodeUpdate("n", at(2), (Change(path, None, NEW),), facts={path: NEW}),
         NodeUpdate("n", at(3), connected=True),
         NodeUpdate("n", at(4), connected=False),
     ]
@@ -187,7 +201,7 @@ def test_a_removal_dropping_history_drops_the_node_with_it_in_queue_order(store)
     store.apply([_added("gone", {path: OLD}), _added("kept", {path: OLD})])
     store.apply(
         [
-            NodeUpdate("gone", at(1), (Change(path, OLD, NEW),)),
+            NodeUpdate("gone", at(1), (Change(path, OLD, NEW),), facts={path: NEW}),
             NodeUpdate("gone", at(2), removed=True, keep_history=False),
             _added("gone", {path: OLD}),  # the name comes back after: a new node
         ]
@@ -202,7 +216,7 @@ def test_a_removal_dropping_history_drops_the_node_with_it_in_queue_order(store)
 def test_a_removal_keeping_history_forgets_the_node_but_not_what_it_ran(store):
     path = "driver.driver_version"
     store.apply([_added("retired", {path: OLD})])
-    store.apply([NodeUpdate("retired", at(1), (Change(path, OLD, NEW),))])
+    store.apply([NodeUpdate("retired", at(1), (Change(path, OLD, NEW),), facts={path: NEW})])
     store.apply([NodeUpdate("retired", at(2), removed=True, keep_history=True)])
     assert store.load() == []  # not loaded: the aggregator no longer knows it
     assert [e.at for e in store.history("retired")] == [at(1), at(0)]  # what it ran stays
@@ -214,8 +228,8 @@ def test_a_removal_keeping_history_forgets_the_node_but_not_what_it_ran(store):
 def test_history_is_newest_first_with_since_and_limit(store):
     path = "driver.driver_version"
     store.apply([_added("n", {path: OLD}, 0), _added("other", {path: OLD}, 0)])
-    store.apply([NodeUpdate("n", at(10), (Change(path, OLD, NEW),))])
-    store.apply([NodeUpdate("n", at(20), (Change(path, NEW, None),))])
+    store.apply([NodeUpdate("n", at(10), (Change(path, OLD, NEW),), facts={path: NEW})])
+    store.apply([NodeUpdate("n", at(20), (Change(path, NEW, None),), facts={})])
     assert store.history("n") == [
         HistoryEntry(path, NEW, None, at(20)),
         HistoryEntry(path, OLD, NEW, at(10)),
@@ -234,7 +248,7 @@ def test_changes_at_the_same_instant_come_back_newest_written_first(store):
 
 def test_timestamps_in_other_zones_are_stored_and_returned_as_utc(store):
     east = timezone(timedelta(hours=9))
-    store.apply([NodeUpdate("n", T0.astimezone(east), (Change("a", None, OLD),))])
+    store.apply([NodeUpdate("n", T0.astimezone(east), (Change("a", None, OLD),), facts={"a": OLD})])
     [entry] = store.history("n", since=T0)
     assert entry.at == T0 and entry.at.utcoffset() == timedelta(0)
     assert store.history("n", since=at(1)) == []
@@ -266,15 +280,21 @@ def test_data_survives_reopening_the_store(url, store):
         NodeUpdate("n", T0.replace(tzinfo=None)),
         NodeUpdate("n", T0, boot_id="b" * 129),
         NodeUpdate("n", T0, content_hash="h" * 65),
-        NodeUpdate("n", T0, (Change("p" * 513, None, OLD),)),
-        NodeUpdate("n", T0, (Change("a\x00b", None, OLD),)),
-        NodeUpdate("n", T0, (Change("a", None, None),)),
-        NodeUpdate("n", T0, (Change("a", None, Reading("broken", 1)),)),  # type: ignore[arg-type]
-        NodeUpdate("n", T0, (Change("a", None, Reading.ok([1])),)),  # type: ignore[arg-type]
+        NodeUpdate("n", T0, (Change("p" * 513, None, OLD),), facts={}),
+        NodeUpdate("n", T0, (Change("a\x00b", None, OLD),), facts={}),
+        NodeUpdate("n", T0, (Change("a", None, None),), facts={}),
+        NodeUpdate("n", T0, (Change("a", None, Reading("broken", 1)),), facts={}),  # type: ignore[arg-type]
+        NodeUpdate("n", T0, (Change("a", None, Reading.ok([1])),), facts={}),  # type: ignore[arg-type]
+        NodeUpdate("n", T0, (Change("a", None, OLD),)),  # changes, but no facts to store
+        NodeUpdate("n", T0, facts={"p" * 513: OLD}),
+        NodeUpdate("n", T0, facts={"": OLD}),
+        NodeUpdate("n", T0, facts={"a": Reading("broken", 1)}),  # type: ignore[arg-type]
+        NodeUpdate("n", T0, facts={"a": Reading.ok([1])}),  # type: ignore[arg-type]
+        NodeUpdate("n", T0, facts={"a": Reading("error", error="e\x00")}),
     ],
 )
 def test_an_invalid_update_fails_the_whole_batch_and_writes_nothing(url, store, bad):
-    with pytest.raises(StoreError) as info:
+    with pytest.raises(StoreError, match="^invalid update for node ") as info:
         store.apply([_added("good", READINGS), bad])
     assert not info.value.retryable
     assert store.load() == []
@@ -285,7 +305,7 @@ def test_a_database_failure_mid_batch_rolls_the_whole_batch_back(url, store):
     store.apply([_added("n", {"a": OLD})])
     _sql(url, *_BOOM[url.split(":")[0].split("+")[0]])
     batch = [
-        NodeUpdate("n", at(1), (Change("a", OLD, NEW),), connected=True),
+        NodeUpdate("n", at(1), (Change("a", OLD, NEW),), facts={"a": NEW}, connected=True),
         _added("m", READINGS),
         _added("x", {"boom": OLD}),
     ]
@@ -334,13 +354,15 @@ def module_store(module_url):
 def test_fleet_history_is_every_nodes_changes_in_the_window_oldest_first(store):
     vbios = "gpus[0].vbios_version"
     store.apply([_added("a", {vbios: OLD}), _added("b", {vbios: OLD})])
-    store.apply([NodeUpdate("b", at(20), (Change(vbios, OLD, NEW),))])
-    store.apply([NodeUpdate("a", at(10), (Change(vbios, OLD, NEW),))])
-    store.apply([NodeUpdate("a", at(30), (Change("host.kernel", None, NEW),))])
+    store.apply([NodeUpdate("b", at(20), (Change(vbios, OLD, NEW),), facts={vbios: NEW})])
+    store.apply([NodeUpdate("a", at(10), (Change(vbios, OLD, NEW),), facts={vbios: NEW})])
+    host = {vbios: NEW, "host.kernel": NEW}
+    store.apply([NodeUpdate("a", at(30), (Change("host.kernel", None, NEW),), facts=host)])
     got = store.fleet_history(at(5), at(25))
     assert [(node, e.path, e.at) for node, e in got] == [("a", vbios, at(10)), ("b", vbios, at(20))]
     # LIKE with `_` escaped: "gpus[%].vbios\_version%" must not match "gpus[0].vbiosXversion".
-    store.apply([NodeUpdate("a", at(12), (Change("gpus[0].vbiosXversion", None, NEW),))])
+    odd = {**host, "gpus[0].vbiosXversion": NEW}
+    store.apply([NodeUpdate("a", at(12), (Change("gpus[0].vbiosXversion", None, NEW),), facts=odd)])
     like = store.fleet_history(at(1), at(40), "gpus[%].vbios\\_version%")
     assert [e.path for _, e in like] == [vbios, vbios]
     assert len(store.fleet_history(at(0), at(40), limit=1)) == 1

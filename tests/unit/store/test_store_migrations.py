@@ -3,7 +3,9 @@
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
@@ -11,6 +13,7 @@ from sqlalchemy import create_engine, inspect, text
 import plumb.aggregator.store.store as store_module
 from plumb.aggregator.store import Store, StoreError, migrate
 from plumb.aggregator.store.models import Base
+from plumb.facts import Reading
 
 HEAD = ScriptDirectory(str(Path(store_module.__file__).with_name("migrations"))).get_current_head()
 
@@ -41,7 +44,7 @@ def test_migrate_on_an_empty_database_creates_the_tables_at_head(url):
     migrate(url)
     assert {
         "nodes",
-        "facts",
+        "node_facts",
         "fact_changes",
         "drift_findings",
         "baselines",
@@ -97,3 +100,62 @@ def test_an_unreachable_database_raises_a_retryable_store_error(tmp_path):
         Store(f"sqlite:///{tmp_path / 'missing-dir' / 'plumb.db'}")
     assert info.value.retryable
     assert "missing-dir" in str(info.value)
+
+
+def _alembic(url: str) -> Config:
+    config = Config()
+    config.set_main_option(
+        "script_location", str(Path(store_module.__file__).with_name("migrations"))
+    )
+    config.set_main_option("sqlalchemy.url", url)
+    return config
+
+
+# Rows as 0001-0009 wrote them: `value` the reading's value as JSON text.
+_ROWS_0009 = [
+    ("a", "driver.driver_version", "ok", '"570.86.15"', None),
+    ("a", "gpus[0].persistence_mode", "ok", "true", None),
+    ("a", "gpus[0].power_limit_watts", "ok", "700", None),
+    ("a", "gpus[0].temperature_slowdown_celsius", "ok", "-0.0", None),
+    ("a", "fabric.fabric_manager_version", "not_supported", None, None),
+    ("a", "cuda.cuda_runtime_version", "error", None, "libcudart.so: cannot open"),
+    ("b", "driver.driver_version", "ok", '"550.54.15"', None),
+]
+
+
+def test_0010_moves_each_nodes_fact_rows_into_one_document_and_back(url):
+    config = _alembic(url)
+    command.upgrade(config, "0009")
+    for node in ("a", "b", "no-facts"):
+        _sql(
+            url,
+            "INSERT INTO nodes (name, connected, first_seen_at)"
+            f" VALUES ('{node}', false, '2026-01-01 00:00:00')",
+        )
+    for row in _ROWS_0009:
+        values = ", ".join("NULL" if v is None else "'" + v + "'" for v in row)
+        _sql(url, f"INSERT INTO facts (node, path, status, value, error) VALUES ({values})")
+    migrate(url)
+    assert "facts" not in _tables(url)
+    store = Store(url)
+    try:
+        facts = {n.name: n.facts for n in store.load()}
+    finally:
+        store.close()
+    assert facts == {
+        "a": {
+            "driver.driver_version": Reading.ok("570.86.15"),
+            "gpus[0].persistence_mode": Reading.ok(True),
+            "gpus[0].power_limit_watts": Reading.ok(700),
+            "gpus[0].temperature_slowdown_celsius": Reading.ok(-0.0),
+            "fabric.fabric_manager_version": Reading.not_supported(),
+            "cuda.cuda_runtime_version": Reading("error", None, "libcudart.so: cannot open"),
+        },
+        "b": {"driver.driver_version": Reading.ok("550.54.15")},
+        "no-facts": {},
+    }
+    assert type(facts["a"]["gpus[0].persistence_mode"].value) is bool
+    assert str(facts["a"]["gpus[0].temperature_slowdown_celsius"].value) == "-0.0"
+    command.downgrade(config, "0009")
+    back = _sql(url, "SELECT node, path, status, value, error FROM facts ORDER BY node, path")
+    assert sorted(back) == sorted(_ROWS_0009)

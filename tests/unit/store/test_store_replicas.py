@@ -101,7 +101,8 @@ def test_a_disconnect_leaves_a_node_another_replica_took_over(replicas):
 def test_changed_nodes_name_the_writer_and_when_facts_and_baseline_moved(replicas):
     a, b = replicas
     fact = Change("driver.driver_version", None, Reading.ok("580"))
-    a.apply([NodeUpdate("n1", T0, changes=(fact,), connected=True, last_report_at=T0)])
+    first = {fact.path: fact.new}
+    a.apply([NodeUpdate("n1", T0, (fact,), facts=first, connected=True, last_report_at=T0)])
     (row,) = b.changed_nodes(None)
     assert row.changed_by == "a" and row.facts_changed_at == row.changed_at
     assert row.baseline_changed_at is None
@@ -113,7 +114,8 @@ def test_changed_nodes_name_the_writer_and_when_facts_and_baseline_moved(replica
     a.apply([NodeUpdate("n1", T0, opened=(_finding("f"),))])  # drift alone: not a row change
     assert b.changed_nodes(row.changed_at + timedelta(microseconds=1)) == []
     b.apply([NodeUpdate("n1", T0, baseline=Baseline({}, 8, T0))])
-    a.apply([NodeUpdate("n1", T0, changes=(Change(fact.path, fact.new, Reading.ok("590")),))])
+    upgrade = Change(fact.path, fact.new, Reading.ok("590"))
+    a.apply([NodeUpdate("n1", T0, (upgrade,), facts={fact.path: upgrade.new})])
     (row,) = a.changed_nodes(row.changed_at + timedelta(microseconds=1))
     # a wrote the row last, facts included, yet b's baseline stays visible to a third replica.
     assert row.changed_by == "a" and row.baseline_changed_by == "b"
@@ -135,7 +137,8 @@ def test_each_replica_sees_when_the_others_were_last_alive(replicas):
 def test_a_removal_is_a_changed_row_the_other_replicas_read(replicas, keep_history):
     a, b = replicas
     fact = Change("driver.driver_version", None, Reading.ok("580"))
-    a.apply([NodeUpdate("n1", T0, changes=(fact,), connected=True, last_report_at=T0)])
+    first = {fact.path: fact.new}
+    a.apply([NodeUpdate("n1", T0, (fact,), facts=first, connected=True, last_report_at=T0)])
     (before,) = b.changed_nodes(None)
     b.apply([NodeUpdate("n1", T0, removed=True, keep_history=keep_history)])
 
@@ -149,8 +152,9 @@ def test_a_removal_is_a_changed_row_the_other_replicas_read(replicas, keep_histo
 def test_a_removed_name_reporting_again_is_first_seen_anew(replicas):
     a, _ = replicas
     fact = Change("driver.driver_version", None, Reading.ok("580"))
-    a.apply([NodeUpdate("n1", T0, changes=(fact,))])
+    first = {fact.path: fact.new}
+    a.apply([NodeUpdate("n1", T0, (fact,), facts=first)])
     a.apply([NodeUpdate("n1", T0 + timedelta(1), removed=True)])
-    a.apply([NodeUpdate("n1", T0 + timedelta(2), changes=(fact,))])
+    a.apply([NodeUpdate("n1", T0 + timedelta(2), (fact,), facts=first)])
     (row,) = a.load()
     assert row.first_seen_at == T0 + timedelta(2)

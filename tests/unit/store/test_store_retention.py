@@ -21,7 +21,7 @@ RECENT = datetime(2026, 11, 20, tzinfo=UTC)
 def _driver(node: str, at: datetime, old: str | None, new: str) -> NodeUpdate:
     before = None if old is None else Reading.ok(old)
     change = Change("driver.driver_version", before, Reading.ok(new))
-    return NodeUpdate(node=node, at=at, changes=(change,))
+    return NodeUpdate(node=node, at=at, changes=(change,), facts={change.path: change.new})
 
 
 def _finding(component: str, opened_at: datetime) -> DriftFinding:

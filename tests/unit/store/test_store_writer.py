@@ -16,7 +16,8 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def _update(i: int, node: str = "n") -> NodeUpdate:
-    return NodeUpdate(node, T0, (Change(f"gpus[0].f{i}", None, Reading.ok(i)),))
+    change = Change(f"gpus[0].f{i}", None, Reading.ok(i))
+    return NodeUpdate(node, T0, (change,), facts={change.path: change.new})
 
 
 class FlakyStore:
