@@ -138,14 +138,16 @@ def _clients():
 
     class CountingClient(StreamClient):
         """The real StreamClient, counting the serialized bytes it sends, its attempts (each
-        Hello), how its sessions failed (gRPC code, Welcome timeout, stream ended) and when
-        it last got a Welcome (its report starts right after); and, while `ack_s` is a list,
+        Hello), how its sessions failed (gRPC code, Welcome timeout, stream ended), when its
+        last session began (its Hello) and when it last got a Welcome (its report starts
+        right after); and, while `ack_s` is a list,
         how long each delta waited for its Ack."""
 
         sent_bytes = 0
         errors: collections.Counter = collections.Counter()  # every client of the process
         error_details: collections.Counter = collections.Counter()
         attempts = 0
+        hello_at = 0.0
         welcomed_at = 0.0
         ack_s: list[float] | None = None
 
@@ -160,6 +162,7 @@ def _clients():
 
         async def _session(self, channel, stop):
             self.attempts += 1
+            self.hello_at = time.monotonic()
             opened = self.connections
             try:
                 await super()._session(channel, stop)
@@ -369,14 +372,13 @@ class Fleet:
         }
 
     def since_mark(self) -> dict:
-        """Hellos sent since the mark, and when each agent welcomed since got its Welcome."""
+        """Hellos sent since the mark, and for each agent welcomed since, when it sent the
+        Hello that got its Welcome and when the Welcome came."""
+        welcomed = [c for c, m in zip(self.clients, self.marked, strict=True) if c.connections > m]
         return {
             "attempts": sum(c.attempts for c in self.clients) - self.marked_attempts,
-            "welcomed_at": [
-                c.welcomed_at
-                for c, m in zip(self.clients, self.marked, strict=True)
-                if c.connections > m
-            ],
+            "hello_at": [c.hello_at for c in welcomed],
+            "welcomed_at": [c.welcomed_at for c in welcomed],
             "errors": dict(self.counting.errors - self.marked_errors),
             "error_details": dict(self.counting.error_details - self.marked_details),
         }
@@ -1181,6 +1183,12 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     # When each agent got its Welcome, from the restart, and how many Hellos that took.
     since = [await w.ask("since_mark") for w in workers] + [local.since_mark()]
     welcome_s = sorted(t - t_start for s in since for t in s["welcomed_at"])
+    # Each welcomed agent's Hello, from the restart, and its wait from that Hello to Welcome:
+    # late Hellos are the agents' side, long waits the aggregator's.
+    hello_s = sorted(t - t_start for s in since for t in s["hello_at"])
+    waits = sorted(
+        w - h for s in since for h, w in zip(s["hello_at"], s["welcomed_at"], strict=True)
+    )
     # Agents still without a Welcome when the wait gave up, and what each was waiting on.
     stragglers = (
         [s for w in workers for s in await w.ask("stragglers")] + local.stragglers()
@@ -1216,16 +1224,13 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         # INTERNAL); anything beyond one per agent is the restart's.
         "agent_errors_since_kill": _summed(s["errors"] for s in since),
         "agent_error_details_since_kill": _summed(s["error_details"] for s in since),
-        "welcome_after_restart_s": {
-            q: round(welcome_s[min(len(welcome_s) - 1, int(len(welcome_s) * f))], 2)
-            for q, f in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
-        }
-        if welcome_s
-        else None,
+        "welcome_after_restart_s": _quantiles(welcome_s),
+        "hello_to_welcome_s": _quantiles(waits),
         # Second by second from the restart: Welcomes, and the cores each side used; which
         # side was saturated while the fleet came back.
         "per_second": [
             {
+                "hellos": sum(1 for t in hello_s if i <= t < i + 1),
                 "welcomed": sum(1 for t in welcome_s if i <= t < i + 1),
                 "aggregator_cores": a,
                 "simulator_cores": b,
@@ -1234,6 +1239,16 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         ],
         "listen_drops": listen_drops() - drops0,
         "load_avg_after": loadavg(),
+    }
+
+
+def _quantiles(sorted_s: list[float]) -> dict[str, float] | None:
+    """p10, p50, p90, p99 and max of sorted seconds; None for none."""
+    if not sorted_s:
+        return None
+    return {
+        q: round(sorted_s[min(len(sorted_s) - 1, int(len(sorted_s) * f))], 2)
+        for q, f in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
     }
 
 
