@@ -30,7 +30,7 @@ class IngestSettings(BaseModel):
     # so a handful absorbs overlapping runs while a stuck stream refuses more.
     outbound_queue_max: int = Field(16, ge=1)
     # GPU servers hold 8 or 16 GPUs (a GB200 tray 4): 64 leaves room for denser boards while
-    # refusing a node claiming hundreds, each of which costs ~30 fact rows and metric series.
+    # refusing a node claiming hundreds, each of which costs ~30 facts and metric series.
     # The wire contract's ceiling (plumb.facts.MAX_REPEATED) is 256.
     max_gpus_per_node: int = Field(64, ge=1, le=256)
     # A delta changes at most every leaf of a node: ~30 per GPU plus ~60 host, driver and

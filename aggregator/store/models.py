@@ -74,7 +74,7 @@ class NodeRow(Base):
     connected: Mapped[bool] = mapped_column(Boolean)
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_report_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # plumb.facts.content_hash of the node's facts rows, written with them, so a restart
+    # plumb.facts.content_hash of the node's facts, written with them, so a restart
     # need not hash every node again; NULL in rows written before 0004.
     content_hash: Mapped[str | None] = mapped_column(String(CONTENT_HASH_CHARS))
     # Replicas (0005): the replica holding the node's stream, or the last one that held it;
