@@ -120,7 +120,7 @@ class Intake:
         node.facts, node.reported, node.content_hash = merged, reported, digest
         node.reported_verified = True
         node.seq, node.last_report_at = seq, now
-        return self._commit(node, update, evaluate=bool(changes or starting and merged))
+        return self._commit(node, update, evaluate=bool(changes or (starting and merged)))
 
     def heartbeat(
         self,
