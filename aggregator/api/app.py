@@ -10,12 +10,11 @@ route, wrong method, unparseable body) by their status, and anything unexpected 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
@@ -36,15 +35,13 @@ from plumb.aggregator.api import (
 )
 from plumb.aggregator.api.access import Access, ReadAccess, SignInNeeded, TrustedProxies
 from plumb.aggregator.api.limits import BodyLimit
+from plumb.aggregator.api.paced import paced
 from plumb.aggregator.api.request_id import HEADER, RequestId, request_id_of
 from plumb.aggregator.core import Core
 from plumb.aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
 from plumb.aggregator.web import routes as web
 
 log = logging.getLogger(__name__)
-
-# What one write of /metrics sends at most: about what a loopback socket takes at once.
-_METRICS_SLICE = 1 << 20
 
 # Starlette's own refusals, as the codes of errors.STATUS.
 _HTTP_CODES = {
@@ -177,19 +174,7 @@ def create_app(core: Core) -> FastAPI:
     async def metrics() -> Response:
         """Prometheus metrics: the aggregator's own and every node's series."""
         pieces = core.metrics_page()
-
-        # Sent in slices of the cached pieces, with flow control: one 26 MB write would be
-        # copied into the transport's buffer on the loop, holding every stream back.
-        async def body() -> AsyncIterator[memoryview]:
-            for piece in pieces:
-                view = memoryview(piece)
-                for i in range(0, len(view), _METRICS_SLICE):
-                    yield view[i : i + _METRICS_SLICE]
-
-        length = str(sum(len(p) for p in pieces))
-        return StreamingResponse(
-            body(), media_type=CONTENT_TYPE_LATEST, headers={"Content-Length": length}
-        )
+        return paced(pieces, CONTENT_TYPE_LATEST, length=sum(len(p) for p in pieces))
 
     @app.get(
         "/metrics/sensors", tags=["health"], include_in_schema=False, dependencies=metrics_access
@@ -200,11 +185,6 @@ def create_app(core: Core) -> FastAPI:
 
         # Each piece is a few hundred nodes' lines of one family, joined as it is sent: the
         # whole page of a large fleet joined at once would hold the loop.
-        async def body() -> AsyncIterator[bytes]:
-            for piece in core.sensors_page():
-                if piece:
-                    yield piece
-
-        return StreamingResponse(body(), media_type=CONTENT_TYPE_LATEST)
+        return paced(core.sensors_page(), CONTENT_TYPE_LATEST)
 
     return app

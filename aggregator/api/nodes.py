@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -14,6 +14,7 @@ from pydantic import AwareDatetime
 
 from plumb.aggregator.api.access import AdminAccess, identify
 from plumb.aggregator.api.models import ChangeOut, NodeDetailOut, NodeOut, SnapshotNodeOut
+from plumb.aggregator.api.paced import paced
 from plumb.aggregator.api.tokens import Caller
 from plumb.aggregator.core import Core
 
@@ -117,13 +118,7 @@ async def snapshot(
 
 def _sent(pieces: list[bytes], media_type: str) -> StreamingResponse:
     """The rendered pieces as one response of known length, written with flow control."""
-
-    async def body() -> AsyncIterator[bytes]:
-        for piece in pieces:
-            yield piece
-
-    length = str(sum(len(p) for p in pieces))
-    return StreamingResponse(body(), media_type=media_type, headers={"Content-Length": length})
+    return paced(pieces, media_type, length=sum(len(p) for p in pieces))
 
 
 def _yaml(nodes: Iterable[dict]) -> list[bytes]:
