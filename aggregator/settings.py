@@ -59,6 +59,10 @@ class IngestSettings(BaseModel):
     # facts (Little's law: 256 in flight at 1 s each is 256 syncs a second at most); 4,096
     # lets the measured rate decide while bounding the streams held half-open.
     max_syncing_streams: int = Field(4096, ge=1)
+    # Streams past that cap wait their turn, welcomed, their FullFacts unread (~15 KB each
+    # for an 8-GPU node): enough for a whole cold-started fleet to wait rather than be
+    # refused. Past it a Hello is refused RESOURCE_EXHAUSTED with a hint; 0 refuses at once.
+    max_waiting_streams: int = Field(16384, ge=0)
     # How long a stream admitted now should take to sync: a fifth of the agent's 10 s
     # Welcome timeout, so an admitted agent is answered long before it gives up.
     sync_target_s: float = Field(2.0, gt=0)

@@ -10,10 +10,10 @@ carries a heartbeat's seq and content_sha256 (Welcome said ReportSettings.sensor
 what a Heartbeat gets as well, the readings kept either way. A malformed message, or one
 that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
 with INVALID_ARGUMENT, and one over the size limit with RESOURCE_EXHAUSTED, before
-anything is stored. A Hello beyond what the aggregator takes at once (too many streams
-syncing, too many new names) gets RESOURCE_EXHAUSTED with a retry hint in the trailing
-metadata (limits.RETRY_AFTER_KEY), before Welcome: refusing costs far less than a Hello
-that waits on a saturated loop until the agent gives up on its Welcome. The transport
+anything is stored. A stream beyond the streams syncing at once is welcomed and waits its
+turn, its FullFacts unread (ingest/syncing.py). A Hello beyond what the aggregator takes at
+all (the line of waiting streams full, too many new names) gets RESOURCE_EXHAUSTED with a
+retry hint in the trailing metadata (limits.RETRY_AFTER_KEY), before Welcome. The transport
 itself refuses messages over four times the limit; those end the stream without reaching
 this code.
 
@@ -88,8 +88,13 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._clock = clock
         self._new_names = limits.NewNodeNames(settings.max_new_nodes_per_minute)
         self._syncing = Syncing(
-            settings.min_syncing_streams, settings.max_syncing_streams, settings.sync_target_s
+            settings.min_syncing_streams,
+            settings.max_syncing_streams,
+            settings.sync_target_s,
+            max_waiting=settings.max_waiting_streams,
         )
+        metrics.syncing.set_function(lambda: len(self._syncing))
+        metrics.waiting.set_function(lambda: self._syncing.waiting)
 
     async def Connect(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: Session | None = None
@@ -124,6 +129,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 )
             )
             drain = asyncio.create_task(self._drain(session, context))
+            if slot is not None:
+                await self._syncing.granted(slot)  # its FullFacts waits unread meanwhile
             while (msg := await self._read(context, self._settings.idle_timeout_s)) is not None:
                 read_at = time.perf_counter()
                 reply = self._handle(session, msg)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     Info,
@@ -97,6 +98,17 @@ class IngestMetrics:
             "plumb_ingest_streams_resumed",
             "Streams whose Hello named facts the aggregator holds for the node, so that no "
             "FullFacts was sent (a reconnect after an aggregator restart).",
+            registry=registry,
+        )
+        self.syncing = Gauge(
+            "plumb_ingest_streams_syncing",
+            "Streams between their turn to sync and their first facts applied.",
+            registry=registry,
+        )
+        self.waiting = Gauge(
+            "plumb_ingest_streams_waiting",
+            "Streams welcomed and waiting their turn to sync, their FullFacts unread "
+            "(a cold start or a reconnect storm beyond what syncs at once).",
             registry=registry,
         )
         self.reply = Histogram(

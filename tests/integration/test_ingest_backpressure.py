@@ -1,4 +1,5 @@
-"""Back-pressure on Hello: past the syncing cap (ingest/syncing.py) the aggregator answers
+"""Back-pressure on Hello (ingest/syncing.py): past the syncing cap a stream is welcomed and
+its facts wait their turn; past the line of waiting streams the aggregator answers
 RESOURCE_EXHAUSTED with a retry hint before Welcome, and the agent waits the hint out and
 gets in once a slot is free.
 
@@ -45,13 +46,18 @@ def _full(seq: int) -> agent_pb2.ConnectRequest:
     )
 
 
-@pytest.fixture
-async def target(tmp_path):
-    """HOST:PORT of an aggregator's gRPC side that lets one stream sync at a time."""
+async def _serve(tmp_path, max_waiting_streams: int):
+    """HOST:PORT of an aggregator's gRPC side that lets one stream sync at a time and
+    `max_waiting_streams` wait their turn."""
     settings = AggregatorSettings(
         db=f"sqlite:///{tmp_path / 'plumb.db'}",
         # One slot, and a second taken to sync one stream before any rate is measured.
-        ingest={"min_syncing_streams": 1, "max_syncing_streams": 1, "sync_target_s": 1.0},
+        ingest={
+            "min_syncing_streams": 1,
+            "max_syncing_streams": 1,
+            "sync_target_s": 1.0,
+            "max_waiting_streams": max_waiting_streams,
+        },
     )
     process = await open_process(settings)
     writer = asyncio.create_task(process.writer.run())
@@ -65,6 +71,49 @@ async def target(tmp_path):
     writer.cancel()
     await asyncio.gather(writer, return_exceptions=True)
     process.store.close()
+
+
+@pytest.fixture
+async def target(tmp_path):
+    """One stream syncs at a time, and none waits: the next Hello is refused."""
+    async for address in _serve(tmp_path, 0):
+        yield address
+
+
+@pytest.fixture
+async def lined_target(tmp_path):
+    """One stream syncs at a time, and one more waits its turn."""
+    async for address in _serve(tmp_path, 1):
+        yield address
+
+
+async def test_past_the_limit_an_agent_is_welcomed_and_synced_on_its_turn(lined_target):
+    async with grpc.aio.insecure_channel(lined_target) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        first = stub.Connect()
+        await first.write(_hello("syncing-1"))
+        assert (await first.read()).WhichOneof("message") == "welcome"  # holds the one slot
+
+        second = stub.Connect()
+        await second.write(_hello("syncing-2"))
+        assert (await second.read()).WhichOneof("message") == "welcome"  # waits in line
+        await second.write(_full(1))
+
+        third = stub.Connect()  # the line is full
+        await third.write(_hello("syncing-3"))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await third.read()
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "1 wait their turn" in refused.value.details()
+
+        await first.write(_full(1))
+        assert (await first.read()).WhichOneof("message") == "ack"
+        # The first stream's facts applied, the waiting one's are read: its Ack follows.
+        ack = await asyncio.wait_for(second.read(), 10)
+        assert ack.WhichOneof("message") == "ack"
+        assert ack.ack.seq == 1
+        first.cancel()
+        second.cancel()
 
 
 async def test_a_hello_past_the_limit_gets_resource_exhausted_with_a_retry_hint(target):

@@ -45,10 +45,12 @@ class AgentServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Connect(self, request_iterator, context):
-        """One long-lived stream per agent. An aggregator that cannot take the stream now
-        (too many agents syncing at once) ends it before Welcome with RESOURCE_EXHAUSTED and
-        the trailing metadata `plumb-retry-after-s`: whole seconds to wait before the next Hello;
-        one still starting (loading its stored nodes) ends it UNAVAILABLE with the same hint.
+        """One long-lived stream per agent. While other agents sync, an aggregator welcomes the
+        stream and reads its FullFacts on its turn, so the first Ack may come late. One that
+        cannot take the stream now (its line of waiting agents full) ends it before Welcome
+        with RESOURCE_EXHAUSTED and the trailing metadata `plumb-retry-after-s`: whole seconds
+        to wait before the next Hello; one still starting (loading its stored nodes) ends it
+        UNAVAILABLE with the same hint.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,7 +1,11 @@
 """The cap on streams syncing at once (ingest/syncing.py): slots, a cap that follows the
-measured sync rate, and retry hints that line refused agents up at that rate."""
+measured sync rate, a line of streams waiting their turn, and retry hints that line refused
+agents up at that rate behind it."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
 
 import pytest
 from pydantic import ValidationError
@@ -47,6 +51,58 @@ def test_a_slot_past_the_limit_is_refused_as_busy_and_a_freed_one_admits_again()
     assert len(syncing) == 1
     syncing.admit()
     assert len(syncing) == 2
+
+
+async def test_past_the_cap_a_stream_waits_its_turn_first_come_first_served():
+    syncing = Syncing(1, 1, 2.0, Clock(), max_waiting=2)
+    holder = syncing.admit()
+    first, second = syncing.admit(), syncing.admit()
+    assert (len(syncing), syncing.waiting) == (1, 2)
+    with pytest.raises(Busy, match="2 wait their turn"):
+        syncing.admit()  # the line is full
+    turns = [asyncio.create_task(syncing.granted(s)) for s in (first, second)]
+    await asyncio.sleep(0)
+    assert not any(t.done() for t in turns)
+
+    syncing.done(holder)
+
+    await asyncio.wait_for(turns[0], 1)
+    assert not turns[1].done()
+    assert (len(syncing), syncing.waiting) == (1, 1)
+    syncing.done(first)
+    await asyncio.wait_for(turns[1], 1)
+
+
+async def test_a_free_slot_is_granted_at_once():
+    syncing = Syncing(1, 1, 2.0, Clock(), max_waiting=2)
+    await asyncio.wait_for(syncing.granted(syncing.admit()), 1)
+    assert (len(syncing), syncing.waiting) == (1, 0)
+
+
+async def test_a_stream_that_ends_while_waiting_gives_its_turn_to_the_next():
+    syncing = Syncing(1, 1, 2.0, Clock(), max_waiting=2)
+    holder, gone, after = syncing.admit(), syncing.admit(), syncing.admit()
+    waiting = asyncio.create_task(syncing.granted(gone))
+    await asyncio.sleep(0)
+    waiting.cancel()  # its stream ended (the servicer then calls done, maybe later)
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+
+    syncing.done(holder)
+
+    await asyncio.wait_for(syncing.granted(after), 1)
+    syncing.done(gone)  # nothing more to free
+    assert (len(syncing), syncing.waiting) == (1, 0)
+
+
+def test_a_refused_agent_is_placed_behind_those_waiting():
+    clock = Clock()
+    syncing = Syncing(2, 2, 2.0, clock, max_waiting=4)
+    _finish(syncing, clock, 2, 1.0)  # 2 in 1 s: one turn every 0.5 s
+    for _ in range(2 + 4):
+        syncing.admit()  # 2 syncing, 4 waiting: their turns take the next 2 s
+    # The first refused has its turn at +2.5 s, the next at +3 s, rounded up.
+    assert _hints(syncing, 2) == [3, 3]
 
 
 def test_the_cap_is_what_syncs_in_the_target_time_at_the_measured_rate():

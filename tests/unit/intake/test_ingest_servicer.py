@@ -274,9 +274,44 @@ async def test_a_hello_whose_digest_is_not_32_bytes_ends_the_stream_invalid_argu
     assert state.get("gpu-1") is None
 
 
+async def test_a_stream_past_the_syncing_cap_is_welcomed_and_its_facts_wait_their_turn():
+    settings = IngestSettings(min_syncing_streams=1, max_syncing_streams=1, max_waiting_streams=1)
+    ingest, state, _, _ = servicer(settings)
+    first = FakeContext()
+    first_task = asyncio.create_task(ingest.Connect(None, first))
+    assert (await first.reply(hello("gpu-1"))).WhichOneof("message") == "welcome"
+    waiting = FakeContext()
+    waiting_task = asyncio.create_task(ingest.Connect(None, waiting))
+    assert (await waiting.reply(hello("gpu-2"))).WhichOneof("message") == "welcome"
+    await waiting.inbox.put(full(h100()))  # sent at once, as the agent does
+
+    refused = FakeContext()
+    refused_task = asyncio.create_task(ingest.Connect(None, refused))
+    await refused.inbox.put(hello("gpu-3"))
+    with pytest.raises(Aborted) as info:
+        await asyncio.wait_for(refused_task, 5)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "1 wait their turn" in str(info.value)
+    # Not its turn yet: its facts are unread.
+    assert waiting.inbox.qsize() == 1
+    assert state.get("gpu-2") is None
+
+    assert (await first.reply(full(h100()))).WhichOneof("message") == "ack"
+
+    async with asyncio.timeout(5):  # the first synced: the waiting stream's turn
+        while True:
+            waiting.wrote.clear()
+            if waiting.written[-1].WhichOneof("message") == "ack":
+                break
+            await waiting.wrote.wait()
+    assert state.get("gpu-2").connected  # type: ignore[union-attr]
+    await end(first_task, first)
+    await end(waiting_task, waiting)
+
+
 async def test_a_resuming_stream_takes_no_syncing_slot():
-    # One slot: a stream that has not sent its facts yet holds it.
-    settings = IngestSettings(min_syncing_streams=1, max_syncing_streams=1)
+    # One slot and no line: a stream that has not sent its facts yet holds it.
+    settings = IngestSettings(min_syncing_streams=1, max_syncing_streams=1, max_waiting_streams=0)
     ingest, _, _, _ = servicer(settings)
     await streamed_and_ended(ingest)
     syncing = FakeContext()
