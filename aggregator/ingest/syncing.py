@@ -51,7 +51,8 @@ MAX_HINT_S = 30
 
 
 class Busy(RateLimited):
-    """Too many streams are syncing at once; counted as `busy`, not as a client's fault."""
+    """Too many streams syncing and waiting their turn; counted as `busy`, not as a client's
+    fault."""
 
 
 class Syncing:
