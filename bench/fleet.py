@@ -72,6 +72,7 @@ from harness import free_port, serve_env, write_result
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 CHANGE_PATH = "gpus[0].ecc_uncorrected_aggregate"  # the steady-state change: an ECC counter
 RESEND_S = 60.0  # full-resend mode: NFD's worker re-labels every 60 s
+LAG_TICK_S = 0.1  # the simulator's own loop-lag timer, as the aggregator's
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -173,14 +174,21 @@ def _clients():
                 # Core's own words name the failing op (a write, the status read): the cause.
                 core = re.sub(r" object at 0x[0-9a-f]+", "", exc.debug_error_string() or "")
                 detail = f"{exc.code().name} {when}: {(exc.details() or '')[:70]} | {core[-90:]}"
-                CountingClient.error_details[detail] += 1
+                CountingClient.error_details[f"{detail} | {self._since_hello()}"] += 1
                 raise
             except TimeoutError:  # the only timed wait of a session: Hello -> Welcome
                 CountingClient.errors["welcome_timeout"] += 1
+                CountingClient.error_details[f"welcome_timeout | {self._since_hello()}"] += 1
                 raise
             except ConnectionError:
                 CountingClient.errors["stream_ended"] += 1
                 raise
+
+        def _since_hello(self) -> str:
+            """How long after its Hello a session failed, in coarse bounds."""
+            took = time.monotonic() - self.hello_at
+            bound = next((b for b in (1, 5, 9.5, 10.5, 30) if took < b), None)
+            return f"after < {bound} s" if bound else "after >= 30 s"
 
         async def _report(self, call):
             self.welcomed_at = time.monotonic()  # system-wide clock: the driver compares it
@@ -316,12 +324,24 @@ class Fleet:
         self.marked_errors: collections.Counter = collections.Counter()
         self.marked_details: collections.Counter = collections.Counter()
         self.ramp: asyncio.Task | None = None
+        self.lag_s: list[float] = []  # how late this process's loop woke each LAG_TICK_S timer
 
     async def start(self) -> None:
-        """Start the changer, and every agent unless they wait for `start_ramp`."""
+        """Start the changer, the lag timer, and every agent unless they wait for
+        `start_ramp`."""
         if not self.spec.get("ramp_per_s"):
             self.tasks = [asyncio.create_task(c.run(self.stop)) for c in self.clients]
         self.tasks.append(asyncio.create_task(self._changer()))
+        self.tasks.append(asyncio.create_task(self._lag()))
+
+    async def _lag(self) -> None:
+        """Time this process's own loop: a saturated simulator delays its agents' reads (a
+        Welcome, an Ack) as a slow aggregator would."""
+        loop = asyncio.get_running_loop()
+        while not self.stop.is_set():
+            due = loop.time() + LAG_TICK_S
+            await asyncio.sleep(LAG_TICK_S)
+            self.lag_s.append(loop.time() - due)
 
     def start_ramp(self) -> None:
         """Start the agents at spec["ramp_per_s"] a second, evenly spaced, in order."""
@@ -369,6 +389,11 @@ class Fleet:
             "attempts": sum(c.attempts for c in self.clients),
             "errors": dict(self.counting.errors),
             "error_details": dict(self.counting.error_details),
+            "loop_lag": {
+                "ticks": len(self.lag_s),
+                "max_s": round(max(self.lag_s, default=0.0), 3),
+                **{f"late_{b}s": sum(1 for x in self.lag_s if x >= b) for b in (1, 5, 10)},
+            },
         }
 
     def since_mark(self) -> dict:
@@ -661,14 +686,26 @@ class Scrape(NamedTuple):
     seconds: float
     bytes: int
     loop_lag: dict | None  # histogram(LOOP_LAG)
+    hellos: int  # Hellos the aggregator's servicer has read
+
+
+_HELLOS = re.compile(r'^plumb_ingest_messages_total\{type="hello"\} ([0-9.eE+]+)$', re.M)
 
 
 async def scrape(http: httpx.AsyncClient) -> Scrape:
-    """One /metrics scrape: COUNTERS, its time and size, and the loop-lag histogram."""
+    """One /metrics scrape: COUNTERS, its time and size, the loop-lag histogram and the
+    Hellos read."""
     t = time.perf_counter()
     r = await http.get("/metrics")
     seconds, text = time.perf_counter() - t, r.text
-    return Scrape(metric_values(text, COUNTERS), seconds, len(r.content), histogram(text, LOOP_LAG))
+    hellos = _HELLOS.search(text)
+    return Scrape(
+        metric_values(text, COUNTERS),
+        seconds,
+        len(r.content),
+        histogram(text, LOOP_LAG),
+        int(float(hellos.group(1))) if hellos else 0,
+    )
 
 
 async def scrape_sensors(http: httpx.AsyncClient) -> tuple[float, int] | None:
@@ -775,7 +812,7 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
         await asyncio.sleep(min(5.0, args.window_s - elapsed))
     cpu1, t1 = agg.cpu_s(), time.monotonic()
     statuses1 = [await w.ask("status") for w in workers] + [local.status()]
-    m1, scrape_s, scrape_bytes, lag1 = await scrape(http)
+    m1, scrape_s, scrape_bytes, lag1, _ = await scrape(http)
     sensors_scrape = await scrape_sensors(http)
     for w in workers:
         await w.ask("changes_off")
@@ -1136,7 +1173,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     done = await wait_connected(http, args.agents, args.connect_timeout_s, t0, welcomed)
     cpu1 = agg.cpu_s()
     statuses = [await w.ask("status") for w in workers] + [local.status()]
-    m, _, _, lag1 = await scrape(http)
+    m, _, _, lag1, hellos_read = await scrape(http)
     errors = _summed(s["errors"] for s in statuses)
     return {
         "rate_per_s": args.cold_ramp,
@@ -1148,6 +1185,8 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "agent_errors_total": sum(errors.values()),
         "agent_error_details": _summed(s["error_details"] for s in statuses),
         "hellos": sum(s["attempts"] for s in statuses),
+        "hellos_read_by_aggregator": hellos_read,
+        "simulator_loop_lag": [s["loop_lag"] for s in statuses],
         "aggregator_cpu_s": round(cpu1 - cpu0, 1),
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
         "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
