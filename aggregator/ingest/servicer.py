@@ -50,6 +50,7 @@ from plumb.aggregator.ingest.streams import Session, Streams
 from plumb.aggregator.ingest.syncing import Busy, Syncing
 from plumb.aggregator.intake.intake import Intake, StreamStart
 from plumb.aggregator.metrics.collectors import IngestMetrics
+from plumb.aggregator.pacing import Pacer
 from plumb.aggregator.settings import IngestSettings
 from plumb.aggregator.state.live import LiveState, utcnow
 from plumb.aggregator.store import Writer
@@ -75,6 +76,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         metrics: IngestMetrics,
         auth: Authenticator,
         clock: Callable[[], datetime] = utcnow,
+        pacer: Pacer | None = None,
     ):
         self._streams = streams
         self._intake = intake
@@ -86,6 +88,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
+        # Each FullFacts is parsed, hashed and evaluated in a turn of the bulk work's pacer,
+        # shared with the restore, so new streams are taken between syncs (aggregator/pacing.py).
+        self._pacer = pacer or Pacer(settings.sync_duty)
         self._new_names = limits.NewNodeNames(settings.max_new_nodes_per_minute)
         self._syncing = Syncing(
             settings.min_syncing_streams,
@@ -106,6 +111,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             hello = await self._read(context, self._settings.hello_timeout_s)
             if hello is None:
                 return
+            self._pacer.arrived()
             name = limits.check_hello(hello, self._settings)
             await self._auth.check(name, _bearer(context.invocation_metadata()))
             if self._state.get(name) is None and name not in self._streams:
@@ -133,7 +139,11 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                 await self._syncing.granted(slot)  # its FullFacts waits unread meanwhile
             while (msg := await self._read(context, self._settings.idle_timeout_s)) is not None:
                 read_at = time.perf_counter()
-                reply = self._handle(session, msg)
+                if msg.WhichOneof("message") == "full_facts":
+                    async with self._pacer.turn():
+                        reply = self._handle(session, msg)
+                else:
+                    reply = self._handle(session, msg)
                 if slot is not None and session.has_facts:
                     self._syncing.done(slot)
                     slot = None

@@ -9,12 +9,14 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 from test_intake import RecordingWriter, h100, make
+from test_pacing import Taking
 
 from plumb import facts as wire
 from plumb.aggregator.ingest.auth import build_authenticator
 from plumb.aggregator.ingest.servicer import Ingest
 from plumb.aggregator.ingest.streams import Streams
 from plumb.aggregator.metrics.collectors import IngestMetrics
+from plumb.aggregator.pacing import Pacer
 from plumb.aggregator.settings import AuthSettings, IngestSettings
 from plumb.v1 import agent_pb2
 
@@ -74,7 +76,11 @@ class Checks:
         self.closed.append((node, session))
 
 
-def servicer(settings: IngestSettings | None = None, writer: RecordingWriter | None = None):
+def servicer(
+    settings: IngestSettings | None = None,
+    writer: RecordingWriter | None = None,
+    pacer: Pacer | None = None,
+):
     intake, state, _, writer, _ = make(writer)
     settings = settings or IngestSettings()
     checks = Checks()
@@ -87,6 +93,7 @@ def servicer(settings: IngestSettings | None = None, writer: RecordingWriter | N
         settings,
         IngestMetrics(CollectorRegistry()),
         build_authenticator(AuthSettings()),
+        pacer=pacer,
     )
     return ingest, state, checks, writer
 
@@ -307,6 +314,25 @@ async def test_a_stream_past_the_syncing_cap_is_welcomed_and_its_facts_wait_thei
     assert state.get("gpu-2").connected  # type: ignore[union-attr]
     await end(first_task, first)
     await end(waiting_task, waiting)
+
+
+async def test_a_sync_waits_for_the_loop_to_be_free_after_the_one_before():
+    # Each sync "takes" an hour by the pacer's clock, so the one after rests an hour.
+    ingest, state, _, _ = servicer(pacer=Pacer(0.5, clock=Taking(3600)))
+    first, second = FakeContext(), FakeContext()
+    tasks = [asyncio.create_task(ingest.Connect(None, ctx)) for ctx in (first, second)]
+    assert (await first.reply(hello("gpu-1"))).WhichOneof("message") == "welcome"
+    assert (await second.reply(hello("gpu-2"))).WhichOneof("message") == "welcome"
+    assert (await first.reply(full(h100()))).WhichOneof("message") == "ack"
+    await second.inbox.put(full(h100()))
+    for _ in range(100):  # steps of the loop in which an unpaced sync would have run
+        await asyncio.sleep(0)
+    assert state.get("gpu-1").connected  # type: ignore[union-attr]
+    assert state.get("gpu-2") is None and second.inbox.empty()  # read, waiting its turn
+    tasks[1].cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await tasks[1]
+    await end(tasks[0], first)
 
 
 async def test_a_resuming_stream_takes_no_syncing_slot():
