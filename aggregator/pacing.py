@@ -49,9 +49,8 @@ class Pacer:
         """Wait for this piece's turn; the body is the piece."""
         async with self._lock:
             loop = asyncio.get_running_loop()
-            wait = self._free_at - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
+            # Even with no rest due, one step of the loop: a lock free to take does not yield.
+            await asyncio.sleep(max(0.0, self._free_at - loop.time()))
             start = self._clock()
             try:
                 yield

@@ -74,6 +74,28 @@ async def test_with_no_stream_arriving_pieces_follow_each_other_without_rest():
     assert sorted(await _three_pieces(pacer)) == [0, 1, 2]
 
 
+async def test_with_no_stream_arriving_the_loop_still_runs_between_pieces():
+    # A restore takes its turns one after another in one task: without a step of the loop
+    # between them it would hold the loop, and no stream would be taken, until it was done.
+    pacer = Pacer(0.25, clock=Taking(0.0))
+    steps = 0
+
+    async def ticker() -> None:
+        nonlocal steps
+        while True:
+            steps += 1
+            await asyncio.sleep(0)
+
+    tick = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    seen = []
+    for _ in range(5):
+        async with pacer.turn():
+            seen.append(steps)
+    tick.cancel()
+    assert all(later > earlier for earlier, later in zip(seen, seen[1:], strict=False))
+
+
 async def test_a_piece_that_fails_gives_its_turn_to_the_next():
     pacer = Pacer(0.5, clock=Taking(0.0))
 
