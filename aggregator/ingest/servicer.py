@@ -88,8 +88,8 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        # Each FullFacts is parsed, hashed and evaluated in a turn of the bulk work's pacer,
-        # shared with the restore, so new streams are taken between syncs (aggregator/pacing.py).
+        # Each FullFacts is parsed, hashed and evaluated in a turn of the pacer, so new
+        # streams are taken between syncs (aggregator/pacing.py).
         self._pacer = pacer or Pacer(settings.sync_duty)
         self._new_names = limits.NewNodeNames(settings.max_new_nodes_per_minute)
         self._syncing = Syncing(

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from plumb.aggregator.drift import DriftEngine, Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.intake.intake import Intake, StreamStart
-from plumb.aggregator.pacing import Pacer
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import RecipeSettings
 from plumb.aggregator.state.live import LiveState
@@ -190,7 +189,7 @@ async def test_restored_nodes_are_disconnected_until_evaluated_then_have_their_f
     )
     (node,) = intake.restore([stored], [], {})
     assert not node.connected and "gpu-1" not in evaluator.resolutions
-    await intake.evaluate_restored([node], Pacer(1.0))
+    await intake.evaluate_restored([node])
     assert node.content_hash == content_hash(stored.facts)
     assert any(f.component == "driver-minimum" for f in evaluator.drift.open_findings("gpu-1"))
     assert all(not u.changes for u in writer.updates)  # restoring stores no fact again

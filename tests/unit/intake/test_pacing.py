@@ -75,8 +75,8 @@ async def test_with_no_stream_arriving_pieces_follow_each_other_without_rest():
 
 
 async def test_with_no_stream_arriving_the_loop_still_runs_between_pieces():
-    # A restore takes its turns one after another in one task: without a step of the loop
-    # between them it would hold the loop, and no stream would be taken, until it was done.
+    # Turns taken one after another in one task: without a step of the loop between them
+    # they would hold the loop, and no stream would be taken, until the last was done.
     pacer = Pacer(0.25, clock=Taking(0.0))
     steps = 0
 
