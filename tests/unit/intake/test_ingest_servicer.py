@@ -125,11 +125,21 @@ def driver_delta(seq: int, new: dict[str, wire.Reading]) -> agent_pb2.ConnectReq
     )
 
 
-async def open_stream(ingest: Ingest, ctx: FakeContext) -> asyncio.Task:
+async def open_stream(ingest: Ingest, ctx: FakeContext, node: str = "gpu-1") -> asyncio.Task:
     task = asyncio.create_task(ingest.Connect(None, ctx))
-    welcome = await ctx.reply(hello())
+    welcome = await ctx.reply(hello(node))
     assert welcome.WhichOneof("message") == "welcome"
     return task
+
+
+async def refused(ingest: Ingest, node: str) -> Aborted:
+    """The status a stream whose Hello names `node` is ended with, before any Welcome."""
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    await ctx.inbox.put(hello(node))
+    with pytest.raises(Aborted) as info:
+        await asyncio.wait_for(task, 5)
+    return info.value
 
 
 async def end(task: asyncio.Task, ctx: FakeContext) -> None:
@@ -284,21 +294,14 @@ async def test_a_hello_whose_digest_is_not_32_bytes_ends_the_stream_invalid_argu
 async def test_a_stream_past_the_syncing_cap_is_welcomed_and_its_facts_wait_their_turn():
     settings = IngestSettings(min_syncing_streams=1, max_syncing_streams=1, max_waiting_streams=1)
     ingest, state, _, _ = servicer(settings)
-    first = FakeContext()
-    first_task = asyncio.create_task(ingest.Connect(None, first))
-    assert (await first.reply(hello("gpu-1"))).WhichOneof("message") == "welcome"
-    waiting = FakeContext()
-    waiting_task = asyncio.create_task(ingest.Connect(None, waiting))
-    assert (await waiting.reply(hello("gpu-2"))).WhichOneof("message") == "welcome"
+    first, waiting = FakeContext(), FakeContext()
+    first_task = await open_stream(ingest, first, "gpu-1")
+    waiting_task = await open_stream(ingest, waiting, "gpu-2")
     await waiting.inbox.put(full(h100()))  # sent at once, as the agent does
 
-    refused = FakeContext()
-    refused_task = asyncio.create_task(ingest.Connect(None, refused))
-    await refused.inbox.put(hello("gpu-3"))
-    with pytest.raises(Aborted) as info:
-        await asyncio.wait_for(refused_task, 5)
-    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "1 wait their turn" in str(info.value)
+    busy = await refused(ingest, "gpu-3")
+    assert busy.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "1 wait their turn" in str(busy)
     # Not its turn yet: its facts are unread.
     assert waiting.inbox.qsize() == 1
     assert state.get("gpu-2") is None
@@ -320,9 +323,7 @@ async def test_a_sync_waits_for_the_loop_to_be_free_after_the_one_before():
     # Each sync "takes" an hour by the pacer's clock, so the one after rests an hour.
     ingest, state, _, _ = servicer(pacer=Pacer(0.5, clock=Taking(3600)))
     first, second = FakeContext(), FakeContext()
-    tasks = [asyncio.create_task(ingest.Connect(None, ctx)) for ctx in (first, second)]
-    assert (await first.reply(hello("gpu-1"))).WhichOneof("message") == "welcome"
-    assert (await second.reply(hello("gpu-2"))).WhichOneof("message") == "welcome"
+    tasks = [await open_stream(ingest, first, "gpu-1"), await open_stream(ingest, second, "gpu-2")]
     assert (await first.reply(full(h100()))).WhichOneof("message") == "ack"
     await second.inbox.put(full(h100()))
     for _ in range(100):  # steps of the loop in which an unpaced sync would have run
@@ -341,15 +342,8 @@ async def test_a_resuming_stream_takes_no_syncing_slot():
     ingest, _, _, _ = servicer(settings)
     await streamed_and_ended(ingest)
     syncing = FakeContext()
-    syncing_task = asyncio.create_task(ingest.Connect(None, syncing))
-    assert (await syncing.reply(hello("gpu-2"))).WhichOneof("message") == "welcome"
-
-    refused = FakeContext()
-    refused_task = asyncio.create_task(ingest.Connect(None, refused))
-    await refused.inbox.put(hello("gpu-3"))
-    with pytest.raises(Aborted) as info:
-        await asyncio.wait_for(refused_task, 5)
-    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    syncing_task = await open_stream(ingest, syncing, "gpu-2")
+    assert (await refused(ingest, "gpu-3")).code == grpc.StatusCode.RESOURCE_EXHAUSTED
 
     ctx = FakeContext()
     task = asyncio.create_task(ingest.Connect(None, ctx))
