@@ -46,6 +46,23 @@ def _full(seq: int) -> agent_pb2.ConnectRequest:
     )
 
 
+async def _welcomed(stub: agent_pb2_grpc.AgentServiceStub, name: str):
+    """A stream whose Hello for `name` was answered with a Welcome."""
+    call = stub.Connect()
+    await call.write(_hello(name))
+    assert (await call.read()).WhichOneof("message") == "welcome"
+    return call
+
+
+async def _refused(stub: agent_pb2_grpc.AgentServiceStub, name: str) -> grpc.aio.AioRpcError:
+    """The error a stream whose Hello names `name` ends with, before any Welcome."""
+    call = stub.Connect()
+    await call.write(_hello(name))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call.read()
+    return refused.value
+
+
 async def _serve(tmp_path, max_waiting_streams: int):
     """HOST:PORT of an aggregator's gRPC side that lets one stream sync at a time and
     `max_waiting_streams` wait their turn."""
@@ -90,21 +107,13 @@ async def lined_target(tmp_path):
 async def test_past_the_limit_an_agent_is_welcomed_and_synced_on_its_turn(lined_target):
     async with grpc.aio.insecure_channel(lined_target) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        first = stub.Connect()
-        await first.write(_hello("syncing-1"))
-        assert (await first.read()).WhichOneof("message") == "welcome"  # holds the one slot
-
-        second = stub.Connect()
-        await second.write(_hello("syncing-2"))
-        assert (await second.read()).WhichOneof("message") == "welcome"  # waits in line
+        first = await _welcomed(stub, "syncing-1")  # holds the one slot
+        second = await _welcomed(stub, "syncing-2")  # waits in line
         await second.write(_full(1))
 
-        third = stub.Connect()  # the line is full
-        await third.write(_hello("syncing-3"))
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await third.read()
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "1 wait their turn" in refused.value.details()
+        refused = await _refused(stub, "syncing-3")  # the line is full
+        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "1 wait their turn" in refused.details()
 
         await first.write(_full(1))
         assert (await first.read()).WhichOneof("message") == "ack"
@@ -119,26 +128,19 @@ async def test_past_the_limit_an_agent_is_welcomed_and_synced_on_its_turn(lined_
 async def test_a_hello_past_the_limit_gets_resource_exhausted_with_a_retry_hint(target):
     async with grpc.aio.insecure_channel(target) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        first = stub.Connect()
-        await first.write(_hello("syncing-1"))
-        assert (await first.read()).WhichOneof("message") == "welcome"  # holds the one slot
+        first = await _welcomed(stub, "syncing-1")  # holds the one slot
 
-        second = stub.Connect()
-        await second.write(_hello("syncing-2"))
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await second.read()
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "ingest.max_syncing_streams" in refused.value.details()
+        refused = await _refused(stub, "syncing-2")
+        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "ingest.max_syncing_streams" in refused.details()
         # Nothing finished syncing yet: one stream taken to sync in 1 s, so this one's turn is
         # in 1 s.
-        assert ("plumb-retry-after-s", "1") in tuple(refused.value.trailing_metadata())
+        assert ("plumb-retry-after-s", "1") in tuple(refused.trailing_metadata())
 
         # Its first facts applied, the first stream frees the slot: the next Hello is welcome.
         await first.write(_full(1))
         assert (await first.read()).WhichOneof("message") == "ack"
-        third = stub.Connect()
-        await third.write(_hello("syncing-2"))
-        assert (await third.read()).WhichOneof("message") == "welcome"
+        third = await _welcomed(stub, "syncing-2")
         first.cancel()
         third.cancel()
 
