@@ -16,11 +16,10 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
-import socket
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+from harness import RESULTS, free_port
+
 TIMEOUT_S = 120.0
 
 
@@ -121,17 +120,11 @@ def _client(port: int, n: int, out) -> None:
     asyncio.run(main())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_case(n: int, piece_ms: float, free_ms: float) -> dict:
     ctx = mp.get_context("spawn")
     ready, done = ctx.Event(), ctx.Event()
     (server_in, server_out), (client_in, client_out) = ctx.Pipe(False), ctx.Pipe(False)
-    port = _free_port()
+    port = free_port()
     server = ctx.Process(target=_server, args=(port, n, piece_ms, free_ms, ready, done, server_out))
     server.start()
     if not ready.wait(60):
