@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -190,31 +190,65 @@ def _check_value(path: str, value: object) -> None:
 
 def flatten(facts: facts_pb2.NodeFacts) -> dict[str, Reading]:
     """Every collected leaf of ``facts`` by path; raises FactsError on a malformed message."""
-    return dict(_walk(facts, ""))
+    out: dict[str, Reading] = {}
+    _walk(facts, "", out)
+    return out
 
 
-def _walk(msg: Message, prefix: str) -> Iterator[tuple[str, Reading]]:
+# How _walk reads each field: its name, its leaf type (None for a container or a plain
+# scalar), whether it repeats and whether it is a message. Descriptor attributes cost more
+# to read than the field's value, so they are read once per field of the schema.
+_Plan = tuple[str, "type | None", bool, bool]
+_plans: dict[FieldDescriptor, _Plan] = {}
+
+
+def _plan(field: FieldDescriptor) -> _Plan:
+    is_message = field.type == FieldDescriptor.TYPE_MESSAGE
+    kind = _LEAF_TYPES.get(field.message_type.full_name) if is_message else None
+    plan = _plans[field] = (field.name, kind, field.is_repeated, is_message)
+    return plan
+
+
+# A fleet sends the same ok leaf on node after node: (type, value) finds the Reading checked
+# and built the first time. Only valid readings are kept, so a hit needs no check; a value
+# that breaks a rule misses every time and is refused with its path.
+_ok_leaves: dict[tuple, Reading] = {}
+_OK = facts_pb2.FACT_STATUS_OK
+
+
+def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
     for field, value in msg.ListFields():
-        path = f"{prefix}{field.name}"
-        if field.type != FieldDescriptor.TYPE_MESSAGE:
+        name, kind, repeated, is_message = _plans.get(field) or _plan(field)
+        path = _shared_path(f"{prefix}{name}")
+        if not is_message:
             # Plain scalars (the path of a library) are identities, exposed as readings.
             _check_value(path, value)
-            yield _shared_path(path), _shared_reading("ok", value)
-            continue
-        kind = _LEAF_TYPES.get(field.message_type.full_name)
-        if field.is_repeated:
+            out[path] = _shared_reading("ok", value)
+        elif repeated:
             if len(value) > MAX_REPEATED:
                 raise FactsError(
                     f"{path}: more than {MAX_REPEATED} entries", reason="too_many_entries"
                 )
             for i, item in enumerate(value):
-                yield from _walk(item, f"{path}[{i}].")
-        elif kind is not None:
+                _walk(item, f"{path}[{i}].", out)
+        elif kind is None:
+            _walk(value, f"{path}.", out)
+        elif value.status == _OK:
+            v = value.value
+            # True and 1, or 0.0 and -0.0, are equal but not the same reading.
+            key = (kind, v.hex() if kind is float else v)
+            reading = _ok_leaves.get(key)
+            if reading is None:
+                reading = _leaf_to_reading(value, kind, path)
+                if type(v) is not str or len(v) <= _SHARED_STR_MAX:
+                    if len(_ok_leaves) >= _SHARED_MAX:
+                        _ok_leaves.clear()
+                    _ok_leaves[key] = reading
+            out[path] = reading
+        else:
             reading = _leaf_to_reading(value, kind, path)
             if reading is not None:
-                yield _shared_path(path), reading
-        else:
-            yield from _walk(value, f"{path}.")
+                out[path] = reading
 
 
 def unflatten(flat: Mapping[str, Reading]) -> facts_pb2.NodeFacts:
@@ -348,8 +382,17 @@ def content_digest(flat: Mapping[str, Reading]) -> bytes:
     distinct reading's JSON, encoded once and kept: the aggregator checks every FullFacts
     it parses, and a fleet repeats the same paths and readings on every node.
     """
-    body = ",".join([f"{_path_json(p)}:{_reading_json(flat[p])}" for p in sorted(flat)])
-    return hashlib.sha256(("{" + body + "}").encode()).digest()
+    paths, readings = _path_jsons, _reading_jsons
+    parts = []
+    for p in sorted(flat):
+        r = flat[p]
+        v = r.value
+        # Keyed like _shared_reading: True and 1, or 0.0 and -0.0, are equal but not the
+        # same JSON.
+        key = (r.status, type(v), v.hex() if type(v) is float else v, r.error)
+        reading = readings.get(key) or _reading_json(r, key)
+        parts.append(f"{paths.get(p) or _path_json(p)}:{reading}")
+    return hashlib.sha256(("{" + ",".join(parts) + "}").encode()).digest()
 
 
 _path_jsons: dict[str, str] = {}
@@ -369,19 +412,15 @@ def _path_json(path: str) -> str:
     return found
 
 
-def _reading_json(r: Reading) -> str:
-    value = r.value
-    if (type(value) is str and len(value) > _SHARED_STR_MAX) or (
+def _reading_json(r: Reading, key: tuple) -> str:
+    """The canonical JSON of `r`, kept under `key` unless it is large."""
+    if (type(r.value) is str and len(r.value) > _SHARED_STR_MAX) or (
         r.error is not None and len(r.error) > _SHARED_STR_MAX
     ):
         return _canonical(r.to_json())  # rare and large: not worth keeping
-    # Keyed like _shared_reading: True and 1, or 0.0 and -0.0, are equal but not the same JSON.
-    key = (r.status, type(value), value.hex() if type(value) is float else value, r.error)
-    found = _reading_jsons.get(key)
-    if found is None:
-        if len(_reading_jsons) >= _SHARED_MAX:
-            _reading_jsons.clear()
-        found = _reading_jsons[key] = _canonical(r.to_json())
+    if len(_reading_jsons) >= _SHARED_MAX:
+        _reading_jsons.clear()
+    found = _reading_jsons[key] = _canonical(r.to_json())
     return found
 
 

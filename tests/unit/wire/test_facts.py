@@ -202,3 +202,46 @@ def test_flatten_shares_equal_readings_but_keeps_signed_zero_apart():
 @given(flat_facts())
 def test_leaves_of_the_nested_tree_are_the_flat_facts(flat):
     assert {p: wire.Reading(**r) for p, r in tree.leaves(tree.nest(flat))} == flat
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(float("nan"), "not a finite number"), (float("inf"), "not a finite number")],
+)
+def test_a_bad_float_is_refused_every_time_a_good_one_came_before(value, message):
+    def node(watts: float) -> facts_pb2.NodeFacts:
+        facts = facts_pb2.NodeFacts()
+        leaf = facts.gpus.add().power_limit_watts
+        leaf.status, leaf.value = facts_pb2.FACT_STATUS_OK, watts
+        return facts
+
+    assert wire.flatten(node(700.0))["gpus[0].power_limit_watts"] == wire.Reading.ok(700.0)
+    for _ in range(2):
+        with pytest.raises(wire.FactsError, match=message):
+            wire.flatten(node(value))
+
+
+def test_a_string_with_a_nul_is_refused_every_time():
+    facts = facts_pb2.NodeFacts()
+    facts.driver.driver_version.status = facts_pb2.FACT_STATUS_OK
+    facts.driver.driver_version.value = "570.1\x00"
+    for _ in range(2):
+        with pytest.raises(wire.FactsError, match="NUL"):
+            wire.flatten(facts)
+
+
+def test_equal_leaves_of_each_type_read_as_their_own_type():
+    # 1, 1.0 and True are equal (and hash alike) in Python; each leaf keeps its field's type.
+    facts = facts_pb2.NodeFacts()
+    gpu = facts.gpus.add()
+    for leaf, value in [
+        (gpu.ecc_uncorrected_volatile, 1),
+        (gpu.power_limit_watts, 1.0),
+        (gpu.persistence_mode, True),
+    ]:
+        leaf.status, leaf.value = facts_pb2.FACT_STATUS_OK, value
+    for _ in range(2):
+        flat = wire.flatten(facts)
+        assert type(flat["gpus[0].ecc_uncorrected_volatile"].value) is int
+        assert type(flat["gpus[0].power_limit_watts"].value) is float
+        assert type(flat["gpus[0].persistence_mode"].value) is bool
