@@ -198,7 +198,7 @@ def flatten(facts: facts_pb2.NodeFacts) -> dict[str, Reading]:
 # How _walk reads each field: its name, its leaf type (None for a container or a plain
 # scalar), whether it repeats and whether it is a message. Descriptor attributes cost more
 # to read than the field's value, so they are read once per field of the schema.
-_Plan = tuple[str, "type | None", bool, bool]
+_Plan = tuple[str, type | None, bool, bool]
 _plans: dict[FieldDescriptor, _Plan] = {}
 
 
