@@ -79,15 +79,17 @@ async def test_with_no_stream_arriving_the_loop_still_runs_between_pieces():
     # they would hold the loop, and no stream would be taken, until the last was done.
     pacer = Pacer(0.25, clock=Taking(0.0))
     steps = 0
+    ticking = asyncio.Event()
 
     async def ticker() -> None:
         nonlocal steps
         while True:
             steps += 1
-            await asyncio.sleep(0)
+            ticking.set()
+            await asyncio.sleep(0)  # one step of the loop: what the test counts, not a wait
 
     tick = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
+    await ticking.wait()
     seen = []
     for _ in range(5):
         async with pacer.turn():
