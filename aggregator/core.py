@@ -66,14 +66,15 @@ class Overview:
 def overview_of(node: NodeState, evaluator: Evaluator) -> Overview:
     """The node's summary with what lists show beside it: pool, NCCL, CUDA, findings."""
     resolution = evaluator.resolutions.get(node.name)
+    view = evaluator.view(node)
     counts = dict.fromkeys(SEVERITIES, 0)
     for f in evaluator.drift.open_findings(node.name):
         counts[f.severity] += 1
     return Overview(
         summary=NodeSummary.of(node),
         pool=pool_name(resolution) if resolution is not None else None,
-        nccl_version=node.derived("nccl_version", _nccl_version),
-        cuda_runtime_version=node.derived("cuda_runtime_version", _cuda_runtime_version),
+        nccl_version=_joined(view.get("nccl.version")),
+        cuda_runtime_version=_joined(view.get("cuda.runtime_version")),
         findings=counts,
     )
 
@@ -510,21 +511,6 @@ class Core:
         }
 
 
-def _nccl_version(node: NodeState) -> str | None:
-    return _distinct(node, "nccl.libraries", "version")
-
-
-def _cuda_runtime_version(node: NodeState) -> str | None:
-    return _distinct(node, "cuda.runtimes", "version")
-
-
-def _distinct(node: NodeState, prefix: str, leaf: str) -> str | None:
-    """The distinct ok values of `prefix[i].leaf`, sorted and joined by ", "."""
-    found = sorted(
-        {
-            str(r.value)
-            for p, r in node.facts.items()
-            if p.startswith(prefix + "[") and p.endswith("]." + leaf) and r.status == "ok"
-        }
-    )
-    return ", ".join(found) or None
+def _joined(values: tuple[str, ...]) -> str | None:
+    """A view fact's distinct values joined by ", ", as lists show them; None when none."""
+    return ", ".join(values) or None

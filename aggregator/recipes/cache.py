@@ -46,9 +46,13 @@ class ResolutionCache:
         facts: Mapping[str, Reading] | None = None,
         *,
         as_of: dt.date | None = None,
+        view: NodeView | None = None,
     ) -> Resolution:
-        """The same Resolution ``resolve(catalog, criteria, facts, as_of=...)`` returns."""
-        view = NodeView.from_facts(facts, self.catalog.gpu_identity) if facts is not None else None
+        """The same Resolution ``resolve(catalog, criteria, facts, as_of=...)`` returns;
+        ``view`` is the facts' NodeView (with this catalog's GPU identity) where the caller
+        built it already."""
+        if view is None and facts is not None:
+            view = NodeView.from_facts(facts, self.catalog.gpu_identity)
         day = (as_of or dt.date.today()) if view is not None else None
         key = (criteria, day, view.key() if view is not None else None)
         found = self._entries.get(key)

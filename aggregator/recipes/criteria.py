@@ -82,11 +82,13 @@ def infer_criteria(
     intent: str = "any",
     platform: str = "any",
     catalog: Catalog | None = None,
+    view: NodeView | None = None,
 ) -> Criteria:
-    """The criteria a node's facts imply (``catalog`` defaults to the repository's recipes)."""
+    """The criteria a node's facts imply (``catalog`` defaults to the repository's recipes);
+    ``view`` is the facts' NodeView where the caller built it already."""
     catalog = catalog or _default_catalog()
     table = catalog.criteria
-    view = NodeView.from_facts(facts)
+    view = view or NodeView.from_facts(facts)
     provider = (view.one("cloud.provider") or "").lower()
     service = table.service_by_provider.get(provider)
     if service is None:

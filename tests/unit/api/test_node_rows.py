@@ -18,6 +18,7 @@ from plumb.aggregator.api import create_app
 from plumb.aggregator.api.models import NodeOut
 from plumb.aggregator.core import NodeRows
 from plumb.aggregator.drift import DriftFinding
+from plumb.aggregator.recipes.node import NodeView
 from plumb.aggregator.settings import AggregatorSettings
 from plumb.aggregator.state.live import LiveState
 
@@ -62,12 +63,15 @@ ROW_B = (
 
 
 class Verdicts:
-    """What NodeRows reads of the evaluator: recipes and open findings per node."""
+    """What NodeRows reads of the evaluator: recipes, open findings and views per node."""
 
     def __init__(self) -> None:
         self.open: dict[str, list[DriftFinding]] = {}
         self.drift = SimpleNamespace(open_findings=lambda node: self.open.get(node, []))
         self.resolutions: dict = {}
+
+    def view(self, node) -> NodeView:
+        return NodeView.from_facts(node.facts)
 
 
 def render(o) -> dict:
