@@ -17,6 +17,7 @@ from plumb.aggregator.drift.model import Observation
 from plumb.aggregator.recipes import Resolution, parse_version
 from plumb.aggregator.recipes.drift_rules import DriftRules, PoolRule
 from plumb.aggregator.recipes.schema import XidRow
+from plumb.aggregator.state.stack import stack_facts
 from plumb.aggregator.state.views import gpu_views
 from plumb.facts import Reading
 
@@ -122,9 +123,10 @@ def _pattern(path: str) -> str:
 
 def baseline(facts: Facts, accepted: Facts, rules: DriftRules) -> list[Observation]:
     """Baseline facts that changed, appeared or disappeared since the baseline was accepted."""
-    compared = set(rules.baseline.paths)
-    now = {p: r for p, r in facts.items() if _pattern(p) in compared}
-    kept = {p: r for p, r in accepted.items() if _pattern(p) in compared}
+    now = stack_facts(facts, rules.baseline.paths)
+    kept = stack_facts(accepted, rules.baseline.paths)
+    if now == kept:
+        return []
     out = []
     for path in sorted(set(now) | set(kept)):
         before, after = kept.get(path), now.get(path)
