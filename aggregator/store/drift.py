@@ -117,16 +117,29 @@ def open_since(conn: Connection, since: datetime) -> list[DriftFinding]:
 
 
 def load_baselines(conn: Connection, nodes: Sequence[str] | None = None) -> dict[str, Baseline]:
-    """Every node's accepted baseline, or those of `nodes`."""
+    """Every node's accepted baseline, or those of `nodes`.
+
+    Nodes accept mostly the same readings, so each distinct one is built once and shared, as
+    `Store.load` shares the facts' (a restart at 10,000 nodes spent a quarter of its load
+    building ~1.6 million of them). Keyed by the value's type too: True and 1 are equal keys,
+    and so are 0.0 and -0.0 (floats go by their bits).
+    """
     stmt = select(_baselines)
     if nodes is not None:
         stmt = stmt.where(_baselines.c.node.in_(nodes))
     out = {}
+    shared: dict[tuple, Reading] = {}
+    path_of = {}.setdefault
     for row in conn.execute(stmt).all():
-        facts = {
-            path: Reading(doc["status"], doc.get("value"), doc.get("error"))
-            for path, doc in json.loads(row.facts).items()
-        }
+        facts = {}
+        for path, doc in json.loads(row.facts).items():
+            status, value, error = doc["status"], doc.get("value"), doc.get("error")
+            kind = value.__class__
+            key = (status, kind, value.hex() if kind is float else value, error)
+            reading = shared.get(key)
+            if reading is None:
+                reading = shared[key] = Reading(status, value, error)
+            facts[path_of(path, path)] = reading
         out[row.node] = Baseline(facts, row.gpu_count, row.accepted_at)
     return out
 

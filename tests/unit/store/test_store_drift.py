@@ -64,6 +64,29 @@ def test_baselines_round_trip_and_replace(store: Store):
     assert store.load_drift()[1]["n1"].gpu_count == 7
 
 
+def test_baselines_equal_in_python_but_not_in_type_come_back_as_written(store: Store):
+    # Loaded baselines share each distinct reading between nodes: True and 1, False and 0,
+    # 0.0 and -0.0 are equal keys in Python, yet each node must get back what it accepted.
+    first = {"a": Reading.ok(1), "b": Reading.ok(False), "c": Reading.ok(0.0)}
+    second = {"a": Reading.ok(True), "b": Reading.ok(0), "c": Reading.ok(-0.0)}
+    store.apply(
+        [
+            NodeUpdate(node="n1", at=T0, baseline=Baseline(first, 8, T0)),
+            NodeUpdate(node="n2", at=T0, baseline=Baseline(second, 8, T0)),
+            NodeUpdate(node="n3", at=T0, baseline=Baseline(first, 8, T0)),
+        ]
+    )
+    baselines = store.load_drift()[1]
+    shown = {
+        node: {p: (type(r.value), str(r.value)) for p, r in b.facts.items()}
+        for node, b in baselines.items()
+    }
+    assert shown["n3"] == shown["n1"]
+    assert shown["n1"] == {"a": (int, "1"), "b": (bool, "False"), "c": (float, "0.0")}
+    assert shown["n2"] == {"a": (bool, "True"), "b": (int, "0"), "c": (float, "-0.0")}
+    assert baselines["n1"].facts["a"] is baselines["n3"].facts["a"]  # one object, shared
+
+
 def test_upgrading_a_0001_database_keeps_its_rows(url: str):
     config = Config()
     config.set_main_option(
