@@ -25,18 +25,23 @@ from plumb.agent.simulate.node import Simulation
 from plumb.agent.simulate.profile import profile_path
 from plumb.aggregator.settings import StoreSettings
 from plumb.aggregator.store import NodeUpdate, Store
+from plumb.facts import content_hash
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _fill(db: Path, nodes: int, work: Path) -> int:
-    """Write `nodes` nodes' first facts; the facts per node."""
+    """Write `nodes` nodes' first facts, with their content hash as a sync stores it; the
+    facts per node."""
     facts = collect_all(Simulation(str(profile_path("dgx-h100")), "n", work).sources())
+    digest = content_hash(facts)
     store = Store(f"sqlite:///{db}")
     batch = StoreSettings().batch_max
     names = [f"node-{i:05}" for i in range(nodes)]
     for i in range(0, nodes, batch):
-        store.apply([NodeUpdate(n, AT, facts=facts) for n in names[i : i + batch]])
+        store.apply(
+            [NodeUpdate(n, AT, facts=facts, content_hash=digest) for n in names[i : i + batch]]
+        )
     store.close()
     return len(facts)
 
