@@ -121,7 +121,7 @@ def load_baselines(conn: Connection, nodes: Sequence[str] | None = None) -> dict
 
     Nodes accept mostly the same readings, so each distinct one is built once and shared, as
     `Store.load` shares the facts' (a restart at 10,000 nodes spent a quarter of its load
-    building ~1.6 million of them). Keyed by the value's type too: True and 1 are equal keys,
+    building ~610,000 of them). Keyed by the value's type too: True and 1 are equal keys,
     and so are 0.0 and -0.0 (floats go by their bits).
     """
     stmt = select(_baselines)
