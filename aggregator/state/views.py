@@ -3,24 +3,22 @@
 Recipes, drift, metrics, validation grading and the AICR export all read per-GPU facts; they
 read them here instead of rebuilding `gpus[{i}].name` paths each. `NodeState.gpus()` memoises
 the views per facts version; `gpu_views(facts)` serves readers that hold only a facts
-mapping, and remembers the last few it grouped, since one evaluation passes the same facts
-dict through criteria, recipe and drift (facts dicts are replaced, never edited in place).
+mapping, and remembers the last few it grouped (state/memo.py).
 """
 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from plumb.aggregator.state.memo import last_few
 from plumb.facts import Reading, Scalar, gpu_count
 
 __all__ = ["GpuView", "gpu_views"]
 
 _GPU_LEAF = re.compile(r"^gpus\[(\d+)\]\.(.+)$")
-_MEMO_SIZE = 8  # a node's facts, its baseline's, and a few pool mates' in one evaluation
 
 
 @dataclass(frozen=True)
@@ -53,14 +51,9 @@ def _split(path: str) -> tuple[int, str] | None:
     return (int(match.group(1)), match.group(2)) if match else None
 
 
-_memo: OrderedDict[int, tuple[Mapping[str, Reading], tuple[GpuView, ...]]] = OrderedDict()
-
-
+@last_few
 def gpu_views(facts: Mapping[str, Reading]) -> tuple[GpuView, ...]:
     """The node's GPUs, by index: as many as `gpu_count` counts (each has its index)."""
-    held = _memo.get(id(facts))
-    if held is not None and held[0] is facts:
-        return held[1]
     count = gpu_count(facts)
     grouped: dict[int, dict[str, Reading]] = {i: {} for i in range(count)}
     if count:
@@ -68,8 +61,4 @@ def gpu_views(facts: Mapping[str, Reading]) -> tuple[GpuView, ...]:
             parts = _split(path)
             if parts is not None and parts[0] < count:
                 grouped[parts[0]][parts[1]] = reading
-    views = tuple(GpuView(i, grouped[i]) for i in range(count))
-    _memo[id(facts)] = (facts, views)
-    if len(_memo) > _MEMO_SIZE:
-        _memo.popitem(last=False)
-    return views
+    return tuple(GpuView(i, grouped[i]) for i in range(count))
