@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from harness import write_result
-from store_load import _fill
+from store_load import fill
 
 from plumb.aggregator.process import open_process
 from plumb.aggregator.settings import AggregatorSettings
@@ -54,7 +54,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "plumb.db"
         if not db.exists():
-            _fill(db, args.nodes, Path(tmp))
+            fill(db, args.nodes, Path(tmp))
             asyncio.run(_restart(db))  # stores hashes, baselines and findings, as a run does
         runs = [asyncio.run(_restart(db)) for _ in range(args.runs)]
 

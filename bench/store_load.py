@@ -30,7 +30,7 @@ from plumb.facts import content_hash
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _fill(db: Path, nodes: int, work: Path) -> int:
+def fill(db: Path, nodes: int, work: Path) -> int:
     """Write `nodes` nodes' first facts, with their content hash as a sync stores it; the
     facts per node."""
     facts = collect_all(Simulation(str(profile_path("dgx-h100")), "n", work).sources())
@@ -55,7 +55,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "plumb.db"
-        per_node = _fill(db, args.nodes, Path(tmp)) if not db.exists() else None
+        per_node = fill(db, args.nodes, Path(tmp)) if not db.exists() else None
         store = Store(f"sqlite:///{db}")
         profiler = cProfile.Profile() if args.profile else None
         t = time.perf_counter()
