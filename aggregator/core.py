@@ -94,9 +94,11 @@ class NodeRow:
         text = json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         self.json = text.encode()
 
-    def reported(self, at: datetime | None) -> NodeRow:
-        """This row with another report time (a heartbeat moves nothing else)."""
-        return NodeRow({**self.out, "last_report_at": _AT.dump_python(at, mode="json")})
+    def live(self, connected: bool, at: datetime | None) -> NodeRow:
+        """This row with another connection and report time (a heartbeat, or a stream's open
+        or end with the facts held, moves nothing else)."""
+        at_json = _AT.dump_python(at, mode="json")
+        return NodeRow({**self.out, "connected": connected, "last_report_at": at_json})
 
 
 class _Held:
@@ -110,9 +112,10 @@ class NodeRows:
 
     /v1/nodes and the fleet page are polled (every open browser every 2 s); rendering
     1,000 rows per request took ~100 ms on the event loop. A touch re-renders the node's row
-    only when its facts, connection, recipe or open findings changed; a heartbeat, which
-    moves only the report time, swaps that one field. Nodes restored from the store before
-    their first evaluation have no touch yet, and are rendered when a list first misses them.
+    only when its facts, recipe or open findings changed; a heartbeat, or a stream opened or
+    ended on the facts held (every node's resume after a restart), swaps those fields. Nodes
+    restored from the store before their first evaluation have no touch yet, and are
+    rendered when a list first misses them.
     """
 
     def __init__(self, state: LiveState, evaluator: Evaluator, render: Callable[[Overview], dict]):
@@ -138,13 +141,12 @@ class NodeRows:
             self._order = None
         elif (
             held.facts is node.facts
-            and held.connected == node.connected
             and held.resolution is resolution
             and held.severities == severities
         ):
-            if held.last_report_at != node.last_report_at:
-                held.row = held.row.reported(node.last_report_at)
-                held.last_report_at = node.last_report_at
+            if (held.connected, held.last_report_at) != (node.connected, node.last_report_at):
+                held.row = held.row.live(node.connected, node.last_report_at)
+                held.connected, held.last_report_at = node.connected, node.last_report_at
             return
         held.facts, held.connected, held.resolution = node.facts, node.connected, resolution
         held.severities, held.last_report_at = severities, node.last_report_at
@@ -156,7 +158,7 @@ class NodeRows:
         if node is None or held is None:
             self.touched(name)
         elif held.last_report_at != node.last_report_at:
-            held.row = held.row.reported(node.last_report_at)
+            held.row = held.row.live(held.connected, node.last_report_at)
             held.last_report_at = node.last_report_at
 
     def rows(self, *, pool: str | None = None, drifted: bool | None = None) -> list[NodeRow]:

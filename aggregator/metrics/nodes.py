@@ -61,15 +61,13 @@ class NodeSeries:
             return
         # Facts dicts are replaced, never edited in place: the dict itself is the key (held,
         # so its id is never reused). The agent's hash alone would miss a change the cluster
-        # overlay makes (Intake.cluster_facts).
-        facts_key = (node.facts, node.connected)
+        # overlay makes (Intake.cluster_facts). A stream's open or end (after a restart, every
+        # node's resume) changes one line.
         lines = self._nodes.get(name)
-        if (
-            lines is None
-            or lines.facts_key[0] is not node.facts
-            or lines.facts_key[1] != node.connected
-        ):
-            lines = self._nodes[name] = _NodeLines.of(node, facts_key)
+        if lines is None or lines.facts is not node.facts:
+            lines = self._nodes[name] = _NodeLines.of(node)
+        elif lines.up != node.connected:
+            lines.render_connected(node.connected)
         ev = self._evaluator
         resolution, findings = ev.resolutions.get(name), tuple(ev.drift.open_findings(name))
         held = lines.drift_key
@@ -109,7 +107,7 @@ class _NodeLines:
         "connected",
         "drift",
         "drift_key",
-        "facts_key",
+        "facts",
         "findings",
         "gpu_count",
         "gpus",
@@ -118,14 +116,15 @@ class _NodeLines:
         "name",
         "node",
         "recipe",
+        "up",
     )
 
     @classmethod
-    def of(cls, node: NodeState, facts_key: tuple) -> _NodeLines:
+    def of(cls, node: NodeState) -> _NodeLines:
         s = NodeSummary.of(node)
         lines = cls()
         lines.node, lines.name = s.name, escape(s.name)
-        lines.facts_key = facts_key
+        lines.facts = node.facts
         lines.drift_key = None
         lines.findings = lines.recipe = lines.drift = b""
         lines.info = _line(
@@ -141,9 +140,7 @@ class _NodeLines:
             1.0,
         )
         lines.gpu_count = _line("plumb_node_gpus", {"node": s.name}, float(s.gpu_count))
-        lines.connected = _line(
-            "plumb_agent_connected", {"node": s.name}, 1.0 if s.connected else 0.0
-        )
+        lines.render_connected(s.connected)
         lines.last_prefix = f'{LAST_REPORT[0]}{{node="{lines.name}"}} '
         lines.gpus = b"".join(
             _line(
@@ -172,6 +169,11 @@ class _NodeLines:
             self.recipe,
             self.drift,
         )
+
+    def render_connected(self, up: bool) -> None:
+        """The connected line, 1 while the node's agent has a stream open."""
+        self.up = up
+        self.connected = _line("plumb_agent_connected", {"node": self.node}, 1.0 if up else 0.0)
 
     def render_drift(self, resolution: object, findings: tuple) -> None:
         """The findings, recipe and drift lines, for the node's recipe and open findings."""

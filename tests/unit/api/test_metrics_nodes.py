@@ -79,3 +79,27 @@ def test_a_scrape_follows_facts_connection_and_report_time():
     assert second[("plumb_agent_connected", (("node", "n1"),))] == 1.0
     stamp = ("plumb_node_last_report_timestamp_seconds", (("node", "n1"),))
     assert second[stamp] == node.last_report_at.timestamp()
+
+
+def test_a_stream_opening_and_ending_moves_the_connected_line_and_keeps_the_rest():
+    state = LiveState()
+    node = state.restore("n1", _facts("570.1"))
+    series = NodeSeries(state, NO_VERDICTS, Membership("r1", tailing=False))
+    series.touched("n1")
+    restored = _samples(series)
+    connected = ("plumb_agent_connected", (("node", "n1"),))
+    assert restored[connected] == 0.0
+
+    # A resume after a restart: the same facts (the same dict), now on a stream.
+    node.connected = True
+    series.touched("n1")
+    resumed = _samples(series)
+    assert resumed[connected] == 1.0
+    assert {k: v for k, v in resumed.items() if k != connected} == {
+        k: v for k, v in restored.items() if k != connected
+    }
+    assert _info(resumed, "n1")["driver_version"] == "570.1"
+
+    node.connected = False  # the stream ended
+    series.touched("n1")
+    assert _samples(series) == restored

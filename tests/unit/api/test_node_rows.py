@@ -168,3 +168,22 @@ async def test_nodes_restored_before_any_touch_are_listed_and_removed_ones_are_n
     rows.touched("a")
     names = [r.out["name"] for r in rows.rows()]
     assert names == ["b", "c"]
+
+
+async def test_a_resume_swaps_the_connection_and_report_time_of_its_row_alone():
+    state, _, rows = fleet()
+    before_a, before_b = rows.rows()
+    b = state.get("b")
+    b.connected, b.last_report_at = True, AT  # a stream opened on the facts held
+    rows.touched("b")
+    after_a, after_b = rows.rows()
+    assert after_a is before_a
+    assert after_b.json == ROW_B.replace(
+        b'"connected":false,"last_report_at":null',
+        b'"connected":true,"last_report_at":"2026-12-01T12:00:00Z"',
+    )
+    b.connected = False  # and ended
+    rows.touched("b")
+    assert rows.rows()[1].json == ROW_B.replace(
+        b'"last_report_at":null', b'"last_report_at":"2026-12-01T12:00:00Z"'
+    )
