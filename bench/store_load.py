@@ -31,8 +31,8 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def fill(db: Path, nodes: int, work: Path) -> int:
-    """Write `nodes` nodes' first facts, with their content hash as a sync stores it; the
-    facts per node."""
+    """Write `nodes` nodes' first facts, with their content hash, as a sync of an agent
+    stores them (its own facts: no cluster overlay); the facts per node."""
     facts = collect_all(Simulation(str(profile_path("dgx-h100")), "n", work).sources())
     digest = content_hash(facts)
     store = Store(f"sqlite:///{db}")
@@ -40,7 +40,10 @@ def fill(db: Path, nodes: int, work: Path) -> int:
     names = [f"node-{i:05}" for i in range(nodes)]
     for i in range(0, nodes, batch):
         store.apply(
-            [NodeUpdate(n, AT, facts=facts, content_hash=digest) for n in names[i : i + batch]]
+            [
+                NodeUpdate(n, AT, facts=facts, facts_own=True, content_hash=digest)
+                for n in names[i : i + batch]
+            ]
         )
     store.close()
     return len(facts)

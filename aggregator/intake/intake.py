@@ -103,11 +103,13 @@ class Intake:
         starting = not node.facts
         merged = self._state.merged(name, reported)
         changes = () if starting else _changes(node.facts, merged)
+        written = starting or bool(changes)
         update = NodeUpdate(
             node=name,
             at=now,
             changes=changes,
-            facts=merged if starting or changes else None,
+            facts=merged if written else None,
+            facts_own=(merged is reported) if written else None,
             last_report_at=now,
             content_hash=digest,
         )
@@ -195,7 +197,13 @@ class Intake:
                 log.warning("store queue full, cluster facts deferred", extra={"node": node.name})
                 continue
             node.facts = merged
-            update = NodeUpdate(node=node.name, at=self._clock(), changes=changes, facts=merged)
+            update = NodeUpdate(
+                node=node.name,
+                at=self._clock(),
+                changes=changes,
+                facts=merged,
+                facts_own=merged is node.reported,
+            )
             self._commit(node, update)
 
     # -- people --------------------------------------------------------------------------------
@@ -297,6 +305,7 @@ class Intake:
                 last_report_at=n.last_report_at,
                 content_hash=n.content_hash or "",
                 owner=n.owner,
+                own=bool(n.facts_own),
             )
             for n in stored
         ]

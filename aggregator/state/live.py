@@ -49,8 +49,8 @@ class NodeState:
     # The agent's own facts, which `content_hash` covers and its deltas apply to.
     reported: dict[str, Reading] = field(default_factory=dict)
     content_hash: str = ""
-    # False for a node restored from the store: its stored facts may carry an earlier
-    # cluster overlay, so `reported` is checked against the hash before a resend relies on it
+    # False for a node restored from the store with facts that may carry an earlier cluster
+    # overlay: `reported` is checked against the hash before a resend relies on it
     # (LiveState.resent_by takes the overlay off where it does not match).
     reported_verified: bool = True
     seq: int = 0
@@ -193,17 +193,21 @@ class LiveState:
         """Tell readers that something they may have cached is stale."""
         self.generation += 1
 
-    def restore(self, name: str, facts: Mapping[str, Reading], **attrs: object) -> NodeState:
+    def restore(
+        self, name: str, facts: Mapping[str, Reading], *, own: bool = False, **attrs: object
+    ) -> NodeState:
         """Load a node from the store at start-up; it counts as disconnected until it streams.
 
-        Without a stored content hash, `NodeState.ensure_hash` computes it when first needed.
+        `own`: the store holds the facts as the agent's own, no cluster overlay in them, so
+        its content hash covers them without a check. Without a stored content hash,
+        `NodeState.ensure_hash` computes it when first needed.
         """
         stored = dict(facts)  # one dict for both: neither is ever edited in place
         node = NodeState(
             name=name,
             facts=stored,
             reported=stored,
-            reported_verified=False,
+            reported_verified=own,
             **attrs,  # type: ignore[arg-type]
         )
         node.connected = False

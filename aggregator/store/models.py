@@ -77,6 +77,9 @@ class NodeRow(Base):
     # plumb.facts.content_hash of the node's facts, written with them, so a restart
     # need not hash every node again; NULL in rows written before 0004.
     content_hash: Mapped[str | None] = mapped_column(String(CONTENT_HASH_CHARS))
+    # 0011: whether the stored facts are the agent's own, no cluster overlay in them, so
+    # `content_hash` covers them and a restart's resume need not hash them; NULL: unknown.
+    facts_own: Mapped[bool | None] = mapped_column(Boolean)
     # Replicas (0005): the replica holding the node's stream, or the last one that held it;
     # the replica that last wrote the row and when (other replicas tail by `changed_at`);
     # when its facts last changed (only the stream's holder writes them), and when and by

@@ -121,7 +121,10 @@ class NodeUpdate:
     # The node's facts once this update applies, stored whole in place of those held: a
     # node's first facts come with no `changes`, as they start its history, not change it.
     facts: Mapping[str, Reading] | None = None
-    # The content hash of `facts`.
+    # Whether `facts` are the agent's own, unchanged by the cluster's overlay; only with
+    # `facts`, and stored as unknown when they come without it.
+    facts_own: bool | None = None
+    # The content hash of the agent's own facts.
     content_hash: str | None = None
     # Drift transitions decided for this node, and its newly accepted baseline.
     opened: tuple[DriftFinding, ...] = ()
@@ -147,6 +150,9 @@ class StoredNode:
     facts: dict[str, Reading]
     # None for rows from before the column existed: hash `facts` then.
     content_hash: str | None = None
+    # True when `facts` are the agent's own (no cluster overlay), which `content_hash`
+    # covers; None when unknown.
+    facts_own: bool | None = None
     # The replica holding (or last holding) its stream, the replica that last wrote the row
     # and when, when its facts last changed, and when and by which replica its baseline did.
     owner: str | None = None
@@ -290,6 +296,7 @@ class Store:
                 removed_at=now,
                 connected=False,
                 content_hash=None,
+                facts_own=None,
                 changed_by=self._replica,
                 changed_at=now,
             )
@@ -523,6 +530,7 @@ class Store:
             "agent_version": update.agent_version,
             "last_report_at": update.last_report_at,
             "content_hash": update.content_hash,
+            "facts_own": update.facts_own,
             "owner": self._replica,
             "changed_by": self._replica,
             "changed_at": now,
@@ -655,6 +663,8 @@ def _problem(update: NodeUpdate) -> str | None:
         return f"content_hash must be at most {CONTENT_HASH_CHARS} characters, without NUL"
     if update.changes and update.facts is None:
         return "changes need the node's facts they lead to"
+    if update.facts_own is not None and update.facts is None:
+        return "facts_own says whose the facts are: it needs the facts"
     for change in update.changes:
         if not _text_ok(change.path, PATH_CHARS) or not change.path:
             return f"fact path must be 1 to {PATH_CHARS} characters, without NUL"
@@ -698,7 +708,8 @@ def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
         shape
         + (("owner",) if update.connected else ())
         + ("changed_by", "changed_at", "removed_at")  # a write for a removed name revives it
-        + (("facts_changed_at",) if update.facts is not None else ())
+        # Whether the facts are the agent's own goes with them (NULL, unknown, if not given).
+        + (("facts_own", "facts_changed_at") if update.facts is not None else ())
         + (("baseline_changed_at", "baseline_changed_by") if update.baseline else ())
     )
 
@@ -764,6 +775,7 @@ def _stored(row: Any, facts: dict[str, Reading], *, connected: bool) -> StoredNo
         last_report_at=row.last_report_at,
         facts=facts,
         content_hash=row.content_hash,
+        facts_own=row.facts_own,
         owner=row.owner,
         changed_by=row.changed_by,
         changed_at=row.changed_at,

@@ -18,6 +18,7 @@ from plumb.aggregator.ingest.streams import Streams
 from plumb.aggregator.metrics.collectors import IngestMetrics
 from plumb.aggregator.pacing import Pacer
 from plumb.aggregator.settings import AuthSettings, IngestSettings
+from plumb.aggregator.state import live
 from plumb.v1 import agent_pb2
 
 
@@ -393,4 +394,19 @@ async def test_restored_facts_whose_overlay_is_not_known_yet_are_not_resumed():
     ctx = FakeContext()
     task = asyncio.create_task(ingest.Connect(None, ctx))
     assert not (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
+    await end(task, ctx)
+
+
+async def test_restored_facts_stored_as_the_agents_own_resume_without_hashing_them(monkeypatch):
+    ingest, state, _, _ = servicer()
+    state.restore("gpu-1", h100(), content_hash=wire.content_hash(h100()), own=True)
+
+    def unhashed(flat):
+        raise AssertionError("the stored facts were hashed again")
+
+    monkeypatch.setattr(live, "content_hash", unhashed)
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    assert (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
+    assert state.get("gpu-1").connected  # type: ignore[union-attr]
     await end(task, ctx)

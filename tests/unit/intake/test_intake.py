@@ -162,6 +162,16 @@ def test_cluster_facts_overlay_the_agents_and_are_evaluated_like_them():
     assert [c.path for c in update.changes] == ["host.kubelet_version"]
 
 
+def test_facts_are_stored_as_the_agents_own_until_the_cluster_overlays_them():
+    intake, _, _, writer, _ = make()
+    report(intake, h100(), 1, session="s1")
+    assert writer.updates[-1].facts is not None and writer.updates[-1].facts_own is True
+    intake.cluster_facts("gpu-1", {"host.kubelet_version": Reading.ok("v1.33.5-eks-113cf36")})
+    assert writer.updates[-1].facts_own is False
+    intake.cluster_facts("gpu-1", None)  # the Node is gone from the API: the agent's alone
+    assert writer.updates[-1].facts == h100() and writer.updates[-1].facts_own is True
+
+
 def test_accepting_a_baseline_stores_it_and_closes_what_it_settles():
     intake, state, evaluator, writer, _ = make()
     report(intake, h100(gpus=2), 1, session="s1")

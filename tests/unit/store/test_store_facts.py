@@ -142,6 +142,17 @@ def test_a_nodes_first_facts_without_changes_are_stored_but_not_history(store):
     assert store.load()[0].facts == {}
 
 
+def test_whose_facts_they_are_is_stored_with_them_and_unknown_when_not_said(store):
+    store.apply([NodeUpdate("n", at(0), facts=READINGS, facts_own=True, content_hash="c" * 64)])
+    assert store.load()[0].facts_own is True
+    store.apply([NodeUpdate("n", at(1), connected=True, content_hash="d" * 64)])  # no facts
+    assert store.load()[0].facts_own is True
+    store.apply([NodeUpdate("n", at(2), facts=READINGS, facts_own=False)])  # an overlay's
+    assert store.load()[0].facts_own is False
+    store.apply([NodeUpdate("n", at(3), facts={})])  # facts, not said whose: not kept as own
+    assert store.load()[0].facts_own is None
+
+
 def test_load_reads_nodes_across_fetch_chunks_sharing_equal_readings(store, monkeypatch):
     # Chunks end anywhere: every node gets its own facts, and equal readings (of the same
     # status and value type) come back as one object, across paths and nodes.
@@ -286,6 +297,7 @@ def test_data_survives_reopening_the_store(url, store):
         NodeUpdate("n", T0, (Change("a", None, Reading("broken", 1)),), facts={}),  # type: ignore[arg-type]
         NodeUpdate("n", T0, (Change("a", None, Reading.ok([1])),), facts={}),  # type: ignore[arg-type]
         NodeUpdate("n", T0, (Change("a", None, OLD),)),  # changes, but no facts to store
+        NodeUpdate("n", T0, facts_own=True),  # whose facts? none are given
         NodeUpdate("n", T0, facts={"p" * 513: OLD}),
         NodeUpdate("n", T0, facts={"": OLD}),
         NodeUpdate("n", T0, facts={"a": Reading("broken", 1)}),  # type: ignore[arg-type]
