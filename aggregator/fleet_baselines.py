@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,12 +26,12 @@ from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.store import Store, StoreError, Writer
 from plumb.aggregator.timeline import ChangeEvent, group_changes
 from plumb.aggregator.validation import CheckResult
+from plumb.facts import unindexed
 
 __all__ = ["FleetBaselines"]
 
 log = logging.getLogger(__name__)
 
-_INDEX = re.compile(r"\[\d+\]")
 # As GET /v1/changes groups by default: one rollout wave is one event.
 _GAP = timedelta(minutes=30)
 # The most fact-change rows one regression window reads (Core.changes reads as many).
@@ -118,7 +117,7 @@ class FleetBaselines:
         if len(rows) > _TIMELINE_ROWS:
             log.warning("regression window truncated", extra={"rows": len(rows)})
         paths = set(self._rules.baseline.paths)
-        stack_rows = [(n, e) for n, e in rows if _INDEX.sub("[]", e.path) in paths]
+        stack_rows = [(n, e) for n, e in rows if unindexed(e.path) in paths]
         pools = self._evaluator.pools
         pool_of = {name: p for p, names in pools.items() for name in names}
         sizes = {p: len(names) for p, names in pools.items()}

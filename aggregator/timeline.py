@@ -9,7 +9,6 @@ the validation runs that ran in its window, so "what changed, and what did it do
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,11 +17,10 @@ from datetime import datetime, timedelta
 from plumb.aggregator.drift import DriftFinding
 from plumb.aggregator.store import HistoryEntry
 from plumb.aggregator.validation import ValidationRun
-from plumb.facts import Reading
+from plumb.facts import Reading, unindexed
 
 __all__ = ["ChangeEvent", "fact_like", "group_changes"]
 
-_INDEX = re.compile(r"\[\d+\]")
 # Findings open in the same transaction as the change; a re-evaluation may trail it a little.
 _SETTLE = timedelta(seconds=60)
 
@@ -79,7 +77,7 @@ def group_changes(
     # (fact, old, new, pool) -> node -> when it changed (first and last row: several GPUs).
     moves: dict[tuple, dict[str, list[datetime]]] = defaultdict(dict)
     for node, entry in changes:
-        key = (_INDEX.sub("[*]", entry.path), _shown(entry.old), _shown(entry.new))
+        key = (unindexed(entry.path).replace("[]", "[*]"), _shown(entry.old), _shown(entry.new))
         times = moves[(*key, pools.get(node))].setdefault(node, [entry.at, entry.at])
         times[0], times[1] = min(times[0], entry.at), max(times[1], entry.at)
     events = []

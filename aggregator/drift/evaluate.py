@@ -7,11 +7,9 @@ them into findings that open and close.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
 from plumb.aggregator.drift.model import Observation
 from plumb.aggregator.recipes import Resolution, parse_version
@@ -19,10 +17,9 @@ from plumb.aggregator.recipes.drift_rules import DriftRules, PoolRule
 from plumb.aggregator.recipes.schema import XidRow
 from plumb.aggregator.state.stack import stack_facts
 from plumb.aggregator.state.views import gpu_views
-from plumb.facts import Reading
+from plumb.facts import Reading, unindexed
 
 Facts = Mapping[str, Reading]
-_INDEX = re.compile(r"\[\d+\]")
 
 
 def _value(facts: Facts, path: str) -> str | None:
@@ -112,13 +109,7 @@ def baseline_facts(facts: Facts, rules: DriftRules) -> dict[str, Reading]:
     patterns = set(rules.baseline.paths) | {
         link_key(r.fact) for r in rules.health.gpus if r.below and "baseline" in r.below
     }
-    return {p: r for p, r in facts.items() if _pattern(p) in patterns}
-
-
-@lru_cache(maxsize=1 << 16)
-def _pattern(path: str) -> str:
-    """``gpus[]…`` for ``gpus[3]…``; every node repeats the same few hundred paths."""
-    return _INDEX.sub("[]", path)
+    return {p: r for p, r in facts.items() if unindexed(p) in patterns}
 
 
 def baseline(facts: Facts, accepted: Facts, rules: DriftRules) -> list[Observation]:

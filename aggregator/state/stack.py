@@ -12,16 +12,12 @@ asks it for the same dict twice (the hash here, then drift's baseline comparison
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
-from functools import lru_cache
 
 from plumb.aggregator.state.memo import last_few
-from plumb.facts import Reading, content_hash
+from plumb.facts import Reading, content_hash, unindexed
 
 __all__ = ["stack_facts", "stack_hash"]
-
-_INDEX = re.compile(r"\[\d+\]")
 
 
 def stack_hash(facts: Mapping[str, Reading], paths: Collection[str]) -> str:
@@ -34,10 +30,4 @@ def stack_hash(facts: Mapping[str, Reading], paths: Collection[str]) -> str:
 def stack_facts(facts: Mapping[str, Reading], paths: Collection[str]) -> dict[str, Reading]:
     """The facts whose path, GPU and library indexes as `[]`, is in `paths` (do not edit)."""
     wanted = frozenset(paths)
-    return {p: r for p, r in facts.items() if _unindexed(p) in wanted}
-
-
-@lru_cache(maxsize=1 << 16)
-def _unindexed(path: str) -> str:
-    """`path` with its indexes as `[]`; a fleet has few distinct paths, each done once."""
-    return _INDEX.sub("[]", path)
+    return {p: r for p, r in facts.items() if unindexed(p) in wanted}

@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -37,6 +38,7 @@ __all__ = [
     "hex_digest",
     "to_fact",
     "unflatten",
+    "unindexed",
 ]
 
 Status = Literal["ok", "not_supported", "error"]
@@ -68,6 +70,14 @@ _LEAF_TYPES = {
 # Repeated messages keyed by index; everything else is a plain sub-message.
 # One segment of a fact path: a field name, with an index where the field repeats.
 PATH_SEGMENT = re.compile(r"([a-z_][a-z0-9_]*)(?:\[(\d+)\])?")
+_INDEX = re.compile(r"\[\d+\]")
+
+
+@lru_cache(maxsize=1 << 16)
+def unindexed(path: str) -> str:
+    """`path` with every index as `[]` (``gpus[3].name`` -> ``gpus[].name``), the form the
+    recipes' drift rules name facts in; a fleet repeats a few hundred paths, each done once."""
+    return _INDEX.sub("[]", path)
 
 
 class FactsError(ValueError):

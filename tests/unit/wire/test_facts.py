@@ -245,3 +245,11 @@ def test_equal_leaves_of_each_type_read_as_their_own_type():
         assert type(flat["gpus[0].ecc_uncorrected_volatile"].value) is int
         assert type(flat["gpus[0].power_limit_watts"].value) is float
         assert type(flat["gpus[0].persistence_mode"].value) is bool
+
+
+def test_unindexed_names_a_path_as_the_drift_rules_do():
+    # recipes/drift.yaml's baseline paths; xids repeat within each GPU (facts.proto).
+    assert wire.unindexed("gpus[7].vbios_version") == "gpus[].vbios_version"
+    assert wire.unindexed("cuda.runtimes[12].version") == "cuda.runtimes[].version"
+    assert wire.unindexed("gpus[3].xids[0].count") == "gpus[].xids[].count"
+    assert wire.unindexed("driver.driver_version") == "driver.driver_version"
