@@ -111,6 +111,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
             hello = await self._read(context, self._settings.hello_timeout_s)
             if hello is None:
                 return
+            hello_at = time.perf_counter()
             self._pacer.arrived()
             name = limits.check_hello(hello, self._settings)
             await self._auth.check(name, _bearer(context.invocation_metadata()))
@@ -134,6 +135,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                     )
                 )
             )
+            self._metrics.reply.labels(type="hello").observe(time.perf_counter() - hello_at)
             drain = asyncio.create_task(self._drain(session, context))
             if slot is not None:
                 await self._syncing.granted(slot)  # its FullFacts waits unread meanwhile

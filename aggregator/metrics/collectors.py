@@ -113,9 +113,9 @@ class IngestMetrics:
         )
         self.reply = Histogram(
             "plumb_ingest_reply_seconds",
-            "From an agent's message read off its stream to the reply (Ack or Resync) written, "
-            "by the message's type: the aggregator's part of the agent's wait, beside the "
-            "event loop's lag before the read.",
+            "From an agent's message read off its stream to the reply (Welcome, Ack or Resync) "
+            "written, by the message's type: the aggregator's part of the agent's wait, beside "
+            "the event loop's lag before the read.",
             ["type"],
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
             registry=registry,

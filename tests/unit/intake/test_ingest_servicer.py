@@ -81,6 +81,7 @@ def servicer(
     settings: IngestSettings | None = None,
     writer: RecordingWriter | None = None,
     pacer: Pacer | None = None,
+    registry: CollectorRegistry | None = None,
 ):
     intake, state, _, writer, _ = make(writer)
     settings = settings or IngestSettings()
@@ -92,7 +93,7 @@ def servicer(
         writer,  # type: ignore[arg-type]
         checks,  # type: ignore[arg-type]
         settings,
-        IngestMetrics(CollectorRegistry()),
+        IngestMetrics(registry or CollectorRegistry()),
         build_authenticator(AuthSettings()),
         pacer=pacer,
     )
@@ -409,4 +410,18 @@ async def test_restored_facts_stored_as_the_agents_own_resume_without_hashing_th
     task = asyncio.create_task(ingest.Connect(None, ctx))
     assert (await ctx.reply(hello(digest=wire.content_digest(h100())))).welcome.resumed
     assert state.get("gpu-1").connected  # type: ignore[union-attr]
+    await end(task, ctx)
+
+
+async def test_a_hellos_wait_for_its_welcome_is_timed_beside_the_replies():
+    registry = CollectorRegistry()
+    ingest, _, _, _ = servicer(registry=registry)
+    ctx = FakeContext()
+    task = asyncio.create_task(ingest.Connect(None, ctx))
+    assert (await ctx.reply(hello())).WhichOneof("message") == "welcome"
+    replies = "plumb_ingest_reply_seconds_count"
+    assert registry.get_sample_value(replies, {"type": "hello"}) == 1
+    assert registry.get_sample_value(replies, {"type": "full_facts"}) is None
+    assert (await ctx.reply(full(h100()))).WhichOneof("message") == "ack"
+    assert registry.get_sample_value(replies, {"type": "full_facts"}) == 1
     await end(task, ctx)
