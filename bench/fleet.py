@@ -629,13 +629,15 @@ COUNTERS = {
 
 
 LOOP_LAG = "plumb_event_loop_lag_seconds"  # how late the aggregator's loop woke a 0.1 s timer
-REPLY = "plumb_ingest_reply_seconds"  # a message read to its Ack (or Resync) written
+REPLY = "plumb_ingest_reply_seconds"  # a message read to its Welcome, Ack (or Resync) written
+WELCOME = 'type="hello"'  # REPLY's Hellos: read to Welcome written
 _LE = re.compile(r'le="([^"]+)"')
 
 
-def histogram(text: str, name: str) -> dict | None:
-    """Histogram `name` from Prometheus text, summed over labels: cumulative count per bucket
-    bound (`le`, +Inf as inf), `count` and `sum`; None where the page has no such histogram.
+def histogram(text: str, name: str, where: str = "") -> dict | None:
+    """Histogram `name` from Prometheus text, summed over labels (over the series whose labels
+    hold `where`): cumulative count per bucket bound (`le`, +Inf as inf), `count` and `sum`;
+    None where the page has no such histogram (or series).
 
     Only the family's own block is read (the format keeps a family's lines together), so a
     16 MB page costs one `find`.
@@ -648,6 +650,8 @@ def histogram(text: str, name: str) -> dict | None:
     totals = {"count": 0.0, "sum": 0.0}
     for m in _SAMPLE.finditer(text, start + 1, len(text) if end < 0 else end):
         series, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if where not in labels:
+            continue
         if series == f"{name}_bucket" and (le := _LE.search(labels)):
             bound = float(le.group(1))  # float("+Inf") is inf
             buckets[bound] = buckets.get(bound, 0.0) + value
@@ -656,26 +660,37 @@ def histogram(text: str, name: str) -> dict | None:
     return {"buckets": buckets, **totals} if buckets else None
 
 
-def observed_between(before: dict | None, after: dict | None) -> dict | None:
+def observed_between(
+    before: dict | None, after: dict | None, *, since_start: bool = False
+) -> dict | None:
     """What a histogram (LOOP_LAG, REPLY) observed between two readings: count, mean and the
-    bucket holding the 99th percentile; None where either reading lacks it (an older
-    aggregator) or the histogram went back (a restart)."""
+    buckets holding the median and the 99th percentile; None where either reading lacks it
+    (an older aggregator) or the histogram went back (a restart). With `since_start`, a
+    `before` without it (a new process, or a labelled series not observed yet) counts as
+    nothing observed."""
+    if before is None and since_start:
+        before = {"buckets": {}, "count": 0.0, "sum": 0.0}
     if before is None or after is None:
         return None
     count = after["count"] - before["count"]
     if count < 0:
         return None
     if count == 0:
-        return {"count": 0, "mean_s": None, "p99": None}
+        return {"count": 0, "mean_s": None, "p50": None, "p99": None}
     bounds = sorted(after["buckets"])
-    p99 = next(
-        b for b in bounds if after["buckets"][b] - before["buckets"].get(b, 0.0) >= 0.99 * count
-    )
     finite = [b for b in bounds if b != float("inf")]
+
+    def bucket(q: float) -> str:
+        found = next(
+            b for b in bounds if after["buckets"][b] - before["buckets"].get(b, 0.0) >= q * count
+        )
+        return f"<= {found:g} s" if found != float("inf") else f"> {finite[-1]:g} s"
+
     return {
         "count": int(count),
         "mean_s": round((after["sum"] - before["sum"]) / count, 4),
-        "p99": f"<= {p99:g} s" if p99 != float("inf") else f"> {finite[-1]:g} s",
+        "p50": bucket(0.5),
+        "p99": bucket(0.99),
     }
 
 
@@ -687,6 +702,7 @@ class Scrape(NamedTuple):
     bytes: int
     loop_lag: dict | None  # histogram(LOOP_LAG)
     hellos: int  # Hellos the aggregator's servicer has read
+    welcome: dict | None  # histogram(REPLY, WELCOME): each Hello read to its Welcome written
 
 
 _HELLOS = re.compile(r'^plumb_ingest_messages_total\{type="hello"\} ([0-9.eE+]+)$', re.M)
@@ -705,6 +721,7 @@ async def scrape(http: httpx.AsyncClient) -> Scrape:
         len(r.content),
         histogram(text, LOOP_LAG),
         int(float(hellos.group(1))) if hellos else 0,
+        histogram(text, REPLY, WELCOME),
     )
 
 
@@ -812,7 +829,7 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
         await asyncio.sleep(min(5.0, args.window_s - elapsed))
     cpu1, t1 = agg.cpu_s(), time.monotonic()
     statuses1 = [await w.ask("status") for w in workers] + [local.status()]
-    m1, scrape_s, scrape_bytes, lag1, _ = await scrape(http)
+    m1, scrape_s, scrape_bytes, lag1, _, _ = await scrape(http)
     sensors_scrape = await scrape_sensors(http)
     for w in workers:
         await w.ask("changes_off")
@@ -1165,7 +1182,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         statuses = [await w.ask("status") for w in workers] + [local.status()]
         return sum(s["connected_once"] for s in statuses)
 
-    lag0 = (await scrape(http)).loop_lag
+    s0 = await scrape(http)
     cpu0, t0 = agg.cpu_s(), time.monotonic()
     for w in workers:
         await w.ask("ramp")
@@ -1173,7 +1190,8 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     done = await wait_connected(http, args.agents, args.connect_timeout_s, t0, welcomed)
     cpu1 = agg.cpu_s()
     statuses = [await w.ask("status") for w in workers] + [local.status()]
-    m, _, _, lag1, hellos_read = await scrape(http)
+    s1 = await scrape(http)
+    m = s1.values
     errors = _summed(s["errors"] for s in statuses)
     return {
         "rate_per_s": args.cold_ramp,
@@ -1185,7 +1203,9 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "agent_errors_total": sum(errors.values()),
         "agent_error_details": _summed(s["error_details"] for s in statuses),
         "hellos": sum(s["attempts"] for s in statuses),
-        "hellos_read_by_aggregator": hellos_read,
+        "hellos_read_by_aggregator": s1.hellos,
+        # The aggregator's part of a Hello's wait, beside the agents' own timing of it.
+        "aggregator_hello_to_welcome": observed_between(s0.welcome, s1.welcome, since_start=True),
         "simulator_loop_lag": [s["loop_lag"] for s in statuses],
         "aggregator_cpu_s": round(cpu1 - cpu0, 1),
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
@@ -1194,7 +1214,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
             m.get("plumb_ingest_streams_closed_by_aggregator_total", 0)
         ),
         "listen_drops_machine_wide": listen_drops(),
-        "event_loop_lag": observed_between(lag0, lag1),
+        "event_loop_lag": observed_between(s0.loop_lag, s1.loop_lag),
         "load_avg_after": loadavg(),
     }
 
@@ -1239,7 +1259,8 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     sampler.cancel()
     cpu1 = agg.cpu_s()
     sim1 = simulator_cpu_s()
-    m = (await scrape(http)).values
+    after = await scrape(http)
+    m = after.values
     statuses = [await w.ask("status") for w in workers]
     # When each agent got its Welcome, from the restart, and how many Hellos that took.
     since = [await w.ask("since_mark") for w in workers] + [local.since_mark()]
@@ -1287,6 +1308,10 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "agent_error_details_since_kill": _summed(s["error_details"] for s in since),
         "welcome_after_restart_s": _quantiles(welcome_s),
         "hello_to_welcome_s": _quantiles(waits),
+        # The same wait on the restarted aggregator's side: from its read of the Hello to its
+        # Welcome written. Far below the agents' own timing, the rest is theirs (their loop,
+        # gRPC delivering the Hello and the Welcome).
+        "aggregator_hello_to_welcome": observed_between(None, after.welcome, since_start=True),
         # Second by second from the restart: Welcomes, and the cores each side used; which
         # side was saturated while the fleet came back.
         "per_second": [
