@@ -23,7 +23,6 @@ import pstats
 import random
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from harness import write_result
@@ -58,7 +57,7 @@ def _reports(n: int, churn: float, work: Path) -> tuple[dict, list[bytes]]:
     out = []
     for i in range(n):
         gpus = [
-            replace(g, temperature_celsius=g.temperature_celsius + i % 2)
+            g._replace(temperature_celsius=g.temperature_celsius + i % 2)
             if g.index in moving and g.temperature_celsius is not None
             else g
             for g in readings

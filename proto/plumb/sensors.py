@@ -8,7 +8,7 @@ refuses what no GPU can report, naming the field, so nothing out of range reache
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from plumb.v1 import facts_pb2
 
@@ -59,9 +59,12 @@ CLOCK_EVENT_REASONS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSensors:
-    """One GPU's latest readings; None is a reading the GPU does not support (or failed)."""
+class GpuSensors(NamedTuple):
+    """One GPU's latest readings; None is a reading the GPU does not support (or failed).
+
+    Immutable as the core's frozen dataclasses are, but built and compared in C: the
+    aggregator makes one for every GPU of every report (5,000 a second at 10,000 8-GPU nodes
+    every 15 s), and a frozen dataclass's __init__ was 7 % of its steady CPU there."""
 
     index: int
     temperature_celsius: int | None = None
@@ -82,9 +85,7 @@ class GpuSensors:
     def to_json(self) -> dict[str, int | float | list[str] | None]:
         """The API's shape: every reading by name, None where absent; the clock-event mask as
         the names of its active reasons."""
-        out: dict[str, int | float | list[str] | None] = {
-            f.name: getattr(self, f.name) for f in fields(self)
-        }
+        out: dict[str, int | float | list[str] | None] = self._asdict()
         if self.clock_event_reasons is not None:
             out["clock_event_reasons"] = active_reasons(self.clock_event_reasons)
         return out
@@ -114,6 +115,14 @@ READINGS: dict[str, tuple[str, int]] = {
 }
 
 
+# (wire field, wire units per unit here, BOUNDS) in GpuSensors' field order after the index,
+# so from_proto builds each GpuSensors from its values in place.
+_WIRE: tuple[tuple[str, int, int], ...] = tuple(
+    (wire, scale, BOUNDS[wire])
+    for wire, scale in (READINGS[name] for name in GpuSensors._fields[1:])
+)
+
+
 class SensorsError(ValueError):
     """A SensorReport that breaks the contract; the message names the field."""
 
@@ -139,15 +148,16 @@ def from_proto(report: facts_pb2.SensorReport) -> tuple[GpuSensors, ...]:
         if msg.index in seen:
             raise SensorsError(f"gpus[{i}].index: GPU {msg.index} is reported twice")
         seen.add(msg.index)
-        values: dict[str, int | float] = {}
-        for name, (wire, scale) in READINGS.items():
+        values: list[int | float | None] = [msg.index]
+        for wire, scale, bound in _WIRE:
             if not msg.HasField(wire):
+                values.append(None)
                 continue
             value = getattr(msg, wire)
-            if value > BOUNDS[wire]:
+            if value > bound:
                 raise SensorsError(
-                    f"gpus[{i}].{wire}: {value} is beyond {BOUNDS[wire]}, which no GPU reports"
+                    f"gpus[{i}].{wire}: {value} is beyond {bound}, which no GPU reports"
                 )
-            values[name] = value / scale if scale != 1 else value
-        out.append(GpuSensors(index=msg.index, **values))  # type: ignore[arg-type]
+            values.append(value / scale if scale != 1 else value)
+        out.append(GpuSensors(*values))  # type: ignore[arg-type]
     return tuple(sorted(out, key=lambda g: g.index))

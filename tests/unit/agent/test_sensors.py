@@ -70,6 +70,30 @@ def test_readings_survive_the_wire_in_nvmls_integer_units():
     assert from_proto(type(message).FromString(message.SerializeToString())) == (gpu,)
 
 
+def test_every_reading_lands_in_its_own_field():
+    gpu = GpuSensors(
+        5,
+        temperature_celsius=41,
+        power_draw_watts=702.5,
+        sm_clock_mhz=1980,
+        memory_clock_mhz=2619,
+        gpu_utilization_ratio=0.37,
+        memory_utilization_ratio=0.12,
+        memory_used_bytes=81_000_000_000,
+        clock_event_reasons=0x4,
+        ecc_corrected_volatile=3,
+        ecc_corrected_aggregate=19,
+        pcie_replay_count=7,
+        nvlink_replay_errors=11,
+        nvlink_recovery_errors=13,
+        nvlink_crc_flit_errors=17,
+    )
+    message = to_proto([gpu])
+    assert message.gpus[0].memory_utilization_percent == 12
+    assert message.gpus[0].nvlink_recovery_errors == 13
+    assert from_proto(type(message).FromString(message.SerializeToString())) == (gpu,)
+
+
 def test_the_fake_refuses_a_clock_nvml_does_not_know(simulate):
     nvml = simulate("l4").sources().nvml
     nvml.nvmlInit()
