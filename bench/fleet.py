@@ -62,7 +62,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -248,7 +247,7 @@ class Node:
             return self.readings
         step = self.reads % 2
         return [
-            replace(g, temperature_celsius=g.temperature_celsius + step)
+            g._replace(temperature_celsius=g.temperature_celsius + step)
             if g.index in self.moving and g.temperature_celsius is not None
             else g
             for g in self.readings
