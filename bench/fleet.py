@@ -14,7 +14,9 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
             a SensorReport every --sensor-interval-s in which a fraction F of its GPUs moved
             by 1 °C: aggregator CPU (cores) and RSS from /proc,
             wire bytes (plumb_ingest_received_bytes_total and client-side ByteSize),
-            store counters (change rows, batches), the aggregator's event-loop lag;
+            store counters (change rows, batches), the aggregator's event-loop lag, and
+            the agents' errors in the window (a failed read of facts or sensors included:
+            the agent logs it and skips that report);
   latency   --probes driver changes on probe agents: agent notices → /metrics shows it, and
             → /v1/drift?node= shows the new observed version, p50/p99;
   api       GET /v1/nodes and GET /v1/nodes/{name} latency while the fleet streams;
@@ -138,10 +140,10 @@ def _clients():
 
     class CountingClient(StreamClient):
         """The real StreamClient, counting the serialized bytes it sends, its attempts (each
-        Hello), how its sessions failed (gRPC code, Welcome timeout, stream ended), when its
+        Hello), how its sessions failed (gRPC code, Welcome timeout, stream ended), its reads
+        of the node that raised (facts or sensors: the agent logs and skips them), when its
         last session began (its Hello) and when it last got a Welcome (its report starts
-        right after); and, while `ack_s` is a list,
-        how long each delta waited for its Ack."""
+        right after); and, while `ack_s` is a list, how long each delta waited for its Ack."""
 
         sent_bytes = 0
         errors: collections.Counter = collections.Counter()  # every client of the process
@@ -181,6 +183,13 @@ def _clients():
                 raise
             except ConnectionError:
                 CountingClient.errors["stream_ended"] += 1
+                raise
+
+        async def _read_node(self, read):
+            try:
+                return await super()._read_node(read)
+            except Exception:  # the agent logs it (at a level the bench hides) and goes on
+                CountingClient.errors["node_read_failed"] += 1
                 raise
 
         def _since_hello(self) -> str:
@@ -839,6 +848,8 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
     # Client bytes are per process: the first status of each process is its baseline.
     client_bytes = sum(s["sent_bytes"] for s in statuses1) - sum(s["sent_bytes"] for s in statuses0)
     node_hours = args.agents * window / 3600
+    errors = collections.Counter(_summed(s["errors"] for s in statuses1))
+    errors.subtract(_summed(s["errors"] for s in statuses0))
     return {
         "window_s": round(window, 1),
         "load_avg_after": loadavg(),
@@ -857,6 +868,7 @@ async def steady(args, agg: Aggregator, http, workers: list[Worker], local: Flee
         else None,
         "store_dropped_updates_total": int(m1.get("plumb_store_dropped_updates_total", 0)),
         "resyncs_in_window": int(d["plumb_ingest_resyncs_total"]),
+        "agent_errors_in_window": {k: n for k, n in sorted(errors.items()) if n},
         "metrics_scrape_ms": round(scrape_s * 1000, 1),
         "metrics_bytes": scrape_bytes,
         "metrics_sensors_scrape_ms": round(sensors_scrape[0] * 1000, 1) if sensors_scrape else None,
