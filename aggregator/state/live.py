@@ -239,7 +239,8 @@ class LiveState:
     def merged(self, name: str, reported: dict[str, Reading]) -> dict[str, Reading]:
         """`reported` overlaid with the cluster's facts of node `name`. The cluster wins (the
         API server is the authority on kubelet, labels and workloads), except for its `fill`
-        facts, which only stand in where the agent has no ok reading of its own."""
+        facts, which only stand in where the agent has no ok reading of its own. `reported`
+        itself where the cluster adds nothing: the intake stores that as the agent's own."""
         own = self._cluster.get(name)
         fill = self._fill.get(name)
         if not own and not fill and not self._cluster_wide:
