@@ -3,9 +3,11 @@
 Starts `plumb serve` (SQLite in a temp dir, or --db), then N agents: a few "probe" agents in
 this process (polling every 0.2 s, used to time fact changes) and the rest spread over
 --workers processes, each an asyncio loop of real `agent.stream.StreamClient`s on loopback.
-Facts are collected once per shipped profile and shared by every node of that profile; only
-the node name (Hello) differs. The simulator keeps its own agents cheap (content hash and
-NodeFacts built once per facts object) so the two cores go to the aggregator.
+Facts are collected once per shipped profile and shared by every node of that profile, but for
+what is each node's own on a real machine (hostname, boot id, GPU UUIDs and serials; see
+bench/nodes.py). The simulator keeps its own agents cheap (content hash once per facts object,
+NodeFacts copied from the profile's with the node's own values set) so the two cores go to the
+aggregator.
 
 Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.json):
   connect   cold start: every agent connects at once to an empty database;
@@ -69,6 +71,7 @@ from typing import NamedTuple
 
 import httpx
 from harness import free_port, serve_env, write_result
+from nodes import Profile
 
 PROFILES = ["dgx-h100", "hgx-a100", "h200", "l4", "l40s"]
 CHANGE_PATH = "gpus[0].ecc_uncorrected_aggregate"  # the steady-state change: an ECC counter
@@ -90,7 +93,7 @@ def _cheap_agent_wire() -> None:
 
     import plumb.agent.stream as stream
     from plumb import facts as wire
-    from plumb.v1 import agent_pb2
+    from plumb.v1 import agent_pb2, facts_pb2
 
     real_digest, real_unflatten = wire.content_digest, wire.unflatten
     digests: dict[int, tuple[object, bytes]] = {}
@@ -106,14 +109,25 @@ def _cheap_agent_wire() -> None:
         digests[id(flat)] = (flat, digest)
         return digest
 
-    def full(seq, digest, facts):
+    def message(facts):
         hit = messages.get(id(facts))
         if hit is None or hit[0] is not facts:
             if len(messages) > 50_000:
                 messages.clear()
             hit = messages[id(facts)] = (facts, real_unflatten(facts))
+        return hit[1]
+
+    def full(seq, digest, facts):
+        own = _OWN.get(id(facts))
+        if own is not None and own[0] is facts:  # the profile's message, this node's values
+            msg = facts_pb2.NodeFacts()
+            msg.CopyFrom(message(own[1]))
+            for path in own[2]:
+                wire._set(msg, path, facts[path])
+        else:
+            msg = message(facts)
         return agent_pb2.ConnectRequest(
-            full_facts=agent_pb2.FullFacts(seq=seq, content_sha256=digest, facts=hit[1])
+            full_facts=agent_pb2.FullFacts(seq=seq, content_sha256=digest, facts=msg)
         )
 
     wire.content_digest = content_digest
@@ -274,22 +288,29 @@ class Node:
         return facts
 
 
-def _profile_facts(workdir: Path) -> dict[str, tuple[dict, list]]:
-    """Each profile's facts and sensor readings, read once and shared by its nodes."""
-    from plumb.agent.collect import collect_all, sensors
-    from plumb.agent.simulate.node import Simulation
+# id(facts) -> (facts, the profile's facts they were made from, the paths set apart from it),
+# for the NodeFacts of a node's own facts: `_cheap_agent_wire` copies the profile's message
+# and sets those paths instead of building all of it.
+_OWN: dict[int, tuple[dict, dict, tuple[str, ...]]] = {}
 
-    out = {}
-    for p in PROFILES:
-        sources = Simulation(p, f"sim-{p}", workdir / p).sources()
-        out[p] = (collect_all(sources), sensors.read(sources))
-    return out
+
+def _profile_facts(workdir: Path) -> dict[str, Profile]:
+    """Each profile, read once and shared by its nodes."""
+    return {p: Profile.collect(p, workdir / p) for p in PROFILES}
+
+
+def _own_facts(name: str, profile: Profile) -> dict:
+    """`profile.node_facts(name)`, noted in `_OWN` for `_cheap_agent_wire`."""
+    facts = profile.node_facts(name)
+    _OWN[id(facts)] = (facts, profile.facts, profile.own)
+    return facts
 
 
 class Fleet:
     """Agents in one process: start, count, change facts at a rate, stop."""
 
     def __init__(self, spec: dict):
+        from plumb import facts as wire
         from plumb.agent.settings import StreamSettings
         from plumb.agent.stream import Identity
 
@@ -311,9 +332,11 @@ class Fleet:
         self.clients = []
         for i in spec["indices"]:
             name = f"bench-{i:05d}"
-            facts, readings = profiles[PROFILES[i % len(PROFILES)]]
-            moving = frozenset(g.index for g in readings if churn and rng.random() < churn)
-            node = self.nodes[name] = Node(facts, readings, moving)
+            profile = profiles[PROFILES[i % len(PROFILES)]]
+            facts = _own_facts(name, profile)
+            wire.content_digest(facts)  # kept per facts object: not paid during a ramp
+            moving = frozenset(g.index for g in profile.readings if churn and rng.random() < churn)
+            node = self.nodes[name] = Node(facts, profile.readings, moving)
             self.clients.append(
                 cls(
                     spec["grpc"],

@@ -1,6 +1,7 @@
 """Store.load at fleet size: the aggregator's start reads every node's current facts.
 
-Writes N nodes with a dgx-h100 profile's facts (as the agent's collectors give them) into
+Writes N nodes with a dgx-h100 profile's facts (as the agent's collectors give them, each
+node with its own hostname, boot id and GPU UUIDs and serials: bench/nodes.py) into
 SQLite through the real Store, then times `Store.load` and `Store.load_drift` in a fresh
 Store, as `plumb serve` does after a restart. `--db` keeps the database for another run;
 `--profile` prints the load's cProfile top functions.
@@ -19,10 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness import write_result
+from nodes import Profile
 
-from plumb.agent.collect import collect_all
-from plumb.agent.simulate.node import Simulation
-from plumb.agent.simulate.profile import profile_path
 from plumb.aggregator.settings import StoreSettings
 from plumb.aggregator.store import NodeUpdate, Store
 from plumb.facts import content_hash
@@ -31,22 +30,23 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def fill(db: Path, nodes: int, work: Path) -> int:
-    """Write `nodes` nodes' first facts, with their content hash, as a sync of an agent
-    stores them (its own facts: no cluster overlay); the facts per node."""
-    facts = collect_all(Simulation(str(profile_path("dgx-h100")), "n", work).sources())
-    digest = content_hash(facts)
+    """Write `nodes` nodes' first facts (a dgx-h100's, each with its own hostname, boot id and
+    GPU UUIDs and serials), with their content hash, as a sync of an agent stores them (its
+    own facts: no cluster overlay); the facts per node."""
+    profile = Profile.collect("dgx-h100", work)
     store = Store(f"sqlite:///{db}")
     batch = StoreSettings().batch_max
     names = [f"node-{i:05}" for i in range(nodes)]
     for i in range(0, nodes, batch):
-        store.apply(
-            [
-                NodeUpdate(n, AT, facts=facts, facts_own=True, content_hash=digest)
-                for n in names[i : i + batch]
-            ]
-        )
+        updates = []
+        for n in names[i : i + batch]:
+            facts = profile.node_facts(n)
+            updates.append(
+                NodeUpdate(n, AT, facts=facts, facts_own=True, content_hash=content_hash(facts))
+            )
+        store.apply(updates)
     store.close()
-    return len(facts)
+    return len(profile.facts)
 
 
 def main() -> None:
