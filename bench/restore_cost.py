@@ -6,11 +6,13 @@ reconnecting agents' streams. This fills SQLite with N dgx-h100 nodes through th
 (bench/store_load.py), restores them once as `plumb serve` does so that their content hashes,
 baselines and findings are stored as a running aggregator leaves them, then times restarts:
 `open_process` (catalog, Store.load, Store.load_drift), `Process.restore`, and every node's
-resume, in CPU seconds of this process. A resume is what the servicer does for an agent whose
-Hello names the facts held (the storm's reconnect, without gRPC): check its digest against the
-restored facts (`NodeState.resent_by`), then mark the node connected on the new stream
-(`Intake.report`) and store that. `--db` keeps the database for another run (or another
-revision's code).
+resume, in CPU seconds of this process. As in `plumb serve`, the store is opened under the
+collector's default policy and the restore and resumes run under the aggregator's own
+(`heap.run`: survivors frozen, young passes on a timer). A resume is what the servicer does
+for an agent whose Hello names the facts held (the storm's reconnect, without gRPC): check
+its digest against the restored facts (`NodeState.resent_by`), then mark the node connected
+on the new stream (`Intake.report`) and store that. `--db` keeps the database for another
+run (or another revision's code).
 
     .venv/bin/python bench/restore_cost.py --nodes 10000 --runs 3
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +29,7 @@ from pathlib import Path
 from harness import write_result
 from store_load import fill
 
+from plumb.aggregator import heap
 from plumb.aggregator.intake.intake import StreamStart
 from plumb.aggregator.process import open_process
 from plumb.aggregator.settings import AggregatorSettings
@@ -39,6 +43,7 @@ async def _restart(db: Path) -> dict[str, float]:
     p = await open_process(settings)
     opened = time.process_time() - cpu
     writer = asyncio.create_task(p.writer.run())
+    collector = asyncio.create_task(heap.run(settings.gc_full_pass_s))
     cpu = time.process_time()
     await p.restore()
     restored = time.process_time() - cpu
@@ -54,8 +59,10 @@ async def _restart(db: Path) -> dict[str, float]:
     await p.writer.flush(timeout_s=600)
     resumed = time.process_time() - cpu
     writer.cancel()
-    await asyncio.gather(writer, return_exceptions=True)
+    collector.cancel()
+    await asyncio.gather(writer, collector, return_exceptions=True)
     p.store.close()
+    gc.unfreeze()  # the next restart starts from a heap of its own
     return {
         "nodes": len(p.loaded),
         "open_cpu_s": opened,
