@@ -8,11 +8,10 @@ identical GPUs and one look the same, and the view doubles as the resolution cac
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
+from plumb.aggregator.state.shape import shape
 from plumb.aggregator.state.views import gpu_views
 from plumb.facts import Reading
 
@@ -58,8 +57,6 @@ _LABELS = {
 _DERIVED = ("gpu.count", "gpu.model", "gpu.accelerator", "gpu.unknown")
 FACT_NAMES = frozenset(_SINGLE) | frozenset(_MULTI) | frozenset(_LABELS) | frozenset(_DERIVED)
 
-_REPEATED = re.compile(r"^([a-z_.]+)\[(\d+)\]\.([a-z_]+)$")
-
 # (model, accelerator) of a GPU from its NVML name and PCI device id, None when unknown.
 GpuIdentity = Callable[[str | None, str | None], tuple[str, str] | None]
 
@@ -78,17 +75,6 @@ _WANTED = frozenset(v for v in _MULTI.values() if v[0] != "gpus") | {
     ("cluster.labels", "name"),
     ("cluster.labels", "value"),
 }
-
-
-@lru_cache(maxsize=1 << 16)
-def _repeated(path: str) -> tuple[str, int, str] | None:
-    """(prefix, index, leaf) of a repeated entry's path the view reads, else None; every node
-    repeats the same paths."""
-    match = _REPEATED.match(path)
-    if match is None:
-        return None
-    prefix, index, leaf = match.groups()
-    return (prefix, int(index), leaf) if (prefix, leaf) in _WANTED else None
 
 
 def _text(value: object) -> str:
@@ -120,10 +106,9 @@ class NodeView:
             else:
                 statuses[name] = reading.status
         repeated: dict[str, dict[int, dict[str, str]]] = {}
-        for path, reading in facts.items():
-            parts = _repeated(path)
-            if parts is not None and reading.status == "ok" and reading.value is not None:
-                prefix, index, leaf = parts
+        for path, prefix, index, leaf in shape(facts).entries(_WANTED):
+            reading = facts[path]
+            if reading.status == "ok" and reading.value is not None:
                 repeated.setdefault(prefix, {}).setdefault(index, {})[leaf] = _text(reading.value)
         gpus = gpu_views(facts)
         for name, (prefix, leaf) in _MULTI.items():

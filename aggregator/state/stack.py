@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from plumb.aggregator.state.memo import last_few
-from plumb.facts import Reading, content_hash, unindexed
+from plumb.aggregator.state.shape import shape
+from plumb.facts import Reading, content_hash
 
 __all__ = ["stack_facts", "stack_hash"]
 
@@ -29,5 +30,4 @@ def stack_hash(facts: Mapping[str, Reading], paths: Collection[str]) -> str:
 @last_few
 def stack_facts(facts: Mapping[str, Reading], paths: Collection[str]) -> dict[str, Reading]:
     """The facts whose path, GPU and library indexes as `[]`, is in `paths` (do not edit)."""
-    wanted = frozenset(paths)
-    return {p: r for p, r in facts.items() if unindexed(p) in wanted}
+    return {p: facts[p] for p in shape(facts).select(paths)}

@@ -8,17 +8,14 @@ mapping, and remembers the last few it grouped (state/memo.py).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
 from plumb.aggregator.state.memo import last_few
-from plumb.facts import Reading, Scalar, gpu_count
+from plumb.aggregator.state.shape import shape
+from plumb.facts import Reading, Scalar
 
 __all__ = ["GpuView", "gpu_views"]
-
-_GPU_LEAF = re.compile(r"^gpus\[(\d+)\]\.(.+)$")
 
 
 @dataclass(frozen=True)
@@ -44,21 +41,10 @@ class GpuView:
         return None if v is None or isinstance(v, bool | str) else float(v)
 
 
-@lru_cache(maxsize=1 << 16)
-def _split(path: str) -> tuple[int, str] | None:
-    """(index, leaf) of a per-GPU path, else None; every node repeats the same paths."""
-    match = _GPU_LEAF.match(path)
-    return (int(match.group(1)), match.group(2)) if match else None
-
-
 @last_few
 def gpu_views(facts: Mapping[str, Reading]) -> tuple[GpuView, ...]:
     """The node's GPUs, by index: as many as `gpu_count` counts (each has its index)."""
-    count = gpu_count(facts)
-    grouped: dict[int, dict[str, Reading]] = {i: {} for i in range(count)}
-    if count:
-        for path, reading in facts.items():
-            parts = _split(path)
-            if parts is not None and parts[0] < count:
-                grouped[parts[0]][parts[1]] = reading
-    return tuple(GpuView(i, grouped[i]) for i in range(count))
+    return tuple(
+        GpuView(i, {leaf: facts[path] for leaf, path in gpu})
+        for i, gpu in enumerate(shape(facts).gpus)
+    )
