@@ -389,24 +389,25 @@ def content_digest(flat: Mapping[str, Reading]) -> bytes:
 
     The canonical JSON is ``json.dumps({path: r.to_json()}, sort_keys=True,
     separators=(",", ":"), ensure_ascii=False)``, built here from each path's and each
-    distinct reading's JSON, encoded once and kept: the aggregator checks every FullFacts
-    it parses, and a fleet repeats the same paths and readings on every node.
+    reading's JSON, encoded once and kept: the aggregator checks every FullFacts it parses,
+    and a fleet repeats the same paths and (shared, see flatten) Reading objects on every
+    node, so a reading's JSON is found by the object's identity, not by its value.
     """
     paths, readings = _path_jsons, _reading_jsons
     parts = []
     for p in sorted(flat):
         r = flat[p]
-        v = r.value
-        # Keyed like _shared_reading: True and 1, or 0.0 and -0.0, are equal but not the
-        # same JSON.
-        key = (r.status, type(v), v.hex() if type(v) is float else v, r.error)
-        reading = readings.get(key) or _reading_json(r, key)
-        parts.append(f"{paths.get(p) or _path_json(p)}:{reading}")
-    return hashlib.sha256(("{" + ",".join(parts) + "}").encode()).digest()
+        held = readings.get(id(r))
+        parts.append(paths.get(p) or _path_json(p))
+        parts.append(held[1] if held is not None and held[0] is r else _reading_json(r))
+    # Each reading's JSON ends with a comma: the last one's is cut.
+    return hashlib.sha256(("{" + "".join(parts)[:-1] + "}").encode()).digest()
 
 
+# '"path":' by path, and (reading, 'reading JSON,') by the reading's id: the reading is held
+# so that its id is not reused while kept.
 _path_jsons: dict[str, str] = {}
-_reading_jsons: dict[tuple, str] = {}
+_reading_jsons: dict[int, tuple[Reading, str]] = {}
 
 
 def _canonical(doc: object) -> str:
@@ -418,19 +419,20 @@ def _path_json(path: str) -> str:
     if found is None:
         if len(_path_jsons) >= _SHARED_MAX:
             _path_jsons.clear()
-        found = _path_jsons[path] = _canonical(path)
+        found = _path_jsons[path] = _canonical(path) + ":"
     return found
 
 
-def _reading_json(r: Reading, key: tuple) -> str:
-    """The canonical JSON of `r`, kept under `key` unless it is large."""
+def _reading_json(r: Reading) -> str:
+    """The canonical JSON of `r` and a comma, kept unless it is large."""
+    found = _canonical(r.to_json()) + ","
     if (type(r.value) is str and len(r.value) > _SHARED_STR_MAX) or (
         r.error is not None and len(r.error) > _SHARED_STR_MAX
     ):
-        return _canonical(r.to_json())  # rare and large: not worth keeping
+        return found  # rare and large: not worth keeping
     if len(_reading_jsons) >= _SHARED_MAX:
         _reading_jsons.clear()
-    found = _reading_jsons[key] = _canonical(r.to_json())
+    _reading_jsons[id(r)] = (r, found)
     return found
 
 
