@@ -14,6 +14,7 @@ import re
 from collections.abc import Collection, Mapping
 from functools import lru_cache
 
+from plumb.aggregator.state.memo import last_few
 from plumb.facts import Reading, unindexed
 
 __all__ = ["Shape", "shape"]
@@ -27,8 +28,8 @@ SIZE = 256
 
 
 class Shape:
-    """The paths of one facts dict, read once: each GPU's (leaf, path) pairs, and what a
-    reader selects of the rest (`select`, `entries`), kept per selection."""
+    """The paths of one facts dict, read once: each GPU's paths by leaf, and what a reader
+    selects of the rest (`select`, `entries`), kept per selection."""
 
     __slots__ = ("_entries", "_paths", "_repeated", "_selected", "gpus")
 
@@ -38,17 +39,17 @@ class Shape:
         count = 0  # as plumb.facts.gpu_count: GPUs 0..n-1 that report their index
         while f"gpus[{count}].index" in present:
             count += 1
-        gpus: list[list[tuple[str, str]]] = [[] for _ in range(count)]
+        gpus: list[dict[str, str]] = [{} for _ in range(count)]
         repeated: dict[str, tuple[str, int, str]] = {}
         for path in paths:
             match = _GPU_LEAF.match(path)
             if match is not None and int(match.group(1)) < count:
-                gpus[int(match.group(1))].append((match.group(2), path))
+                gpus[int(match.group(1))][match.group(2)] = path
             match = _REPEATED.match(path)
             if match is not None:
                 prefix, index, leaf = match.groups()
                 repeated[path] = (prefix, int(index), leaf)
-        self.gpus = tuple(tuple(g) for g in gpus)
+        self.gpus = tuple(gpus)
         self._repeated = repeated
         self._selected: dict[frozenset[str], tuple[str, ...]] = {}
         self._entries: dict[frozenset[tuple[str, str]], tuple] = {}
@@ -80,6 +81,8 @@ def _shape(paths: tuple[str, ...]) -> Shape:
     return Shape(paths)
 
 
+@last_few
 def shape(facts: Mapping[str, Reading]) -> Shape:
-    """The shape of `facts`' paths, shared with every facts dict that has them in order."""
+    """The shape of `facts`' paths, shared with every facts dict that has them in order
+    (found once per dict: the GPU views, the recipe view and the stack all ask)."""
     return _shape(tuple(facts))

@@ -9,7 +9,6 @@ mapping, and remembers the last few it grouped (state/memo.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from plumb.aggregator.state.memo import last_few
 from plumb.aggregator.state.shape import shape
@@ -18,16 +17,26 @@ from plumb.facts import Reading, Scalar
 __all__ = ["GpuView", "gpu_views"]
 
 
-@dataclass(frozen=True)
 class GpuView:
-    """GPU `index`: its readings by leaf name (`name`, `uuid`, `pcie_link_width_max`...)."""
+    """GPU `index`: its readings by leaf name (`name`, `uuid`, `pcie_link_width_max`...),
+    read from the node's facts through the paths its shape found for that GPU."""
 
-    index: int
-    readings: Mapping[str, Reading]
+    __slots__ = ("_facts", "_paths", "index")
+
+    def __init__(self, index: int, facts: Mapping[str, Reading], paths: Mapping[str, str]):
+        self.index = index
+        self._facts = facts
+        self._paths = paths  # leaf -> path, shared by every node of the shape
+
+    @property
+    def readings(self) -> dict[str, Reading]:
+        """Every leaf's reading."""
+        return {leaf: self._facts[path] for leaf, path in self._paths.items()}
 
     def value(self, leaf: str) -> Scalar | None:
         """The leaf's value when it was read successfully, else None."""
-        r = self.readings.get(leaf)
+        path = self._paths.get(leaf)
+        r = None if path is None else self._facts[path]
         return r.value if r is not None and r.status == "ok" else None
 
     def text(self, leaf: str) -> str | None:
@@ -44,7 +53,4 @@ class GpuView:
 @last_few
 def gpu_views(facts: Mapping[str, Reading]) -> tuple[GpuView, ...]:
     """The node's GPUs, by index: as many as `gpu_count` counts (each has its index)."""
-    return tuple(
-        GpuView(i, {leaf: facts[path] for leaf, path in gpu})
-        for i, gpu in enumerate(shape(facts).gpus)
-    )
+    return tuple(GpuView(i, facts, paths) for i, paths in enumerate(shape(facts).gpus))
