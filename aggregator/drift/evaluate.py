@@ -15,9 +15,10 @@ from plumb.aggregator.drift.model import Observation
 from plumb.aggregator.recipes import Resolution, parse_version
 from plumb.aggregator.recipes.drift_rules import DriftRules, PoolRule
 from plumb.aggregator.recipes.schema import XidRow
+from plumb.aggregator.state.shape import shape
 from plumb.aggregator.state.stack import stack_facts
 from plumb.aggregator.state.views import gpu_views
-from plumb.facts import Reading, unindexed
+from plumb.facts import Reading
 
 Facts = Mapping[str, Reading]
 
@@ -106,10 +107,10 @@ def cited_constraints(resolution: Resolution, rules: DriftRules) -> list[Cited]:
 def baseline_facts(facts: Facts, rules: DriftRules) -> dict[str, Reading]:
     """The part of `facts` a baseline keeps: its compared paths, and the per-GPU facts the
     health rules measure against it."""
-    patterns = set(rules.baseline.paths) | {
+    patterns = frozenset(rules.baseline.paths) | {
         link_key(r.fact) for r in rules.health.gpus if r.below and "baseline" in r.below
     }
-    return {p: r for p, r in facts.items() if unindexed(p) in patterns}
+    return {p: facts[p] for p in shape(facts).select(patterns)}
 
 
 def baseline(facts: Facts, accepted: Facts, rules: DriftRules) -> list[Observation]:
