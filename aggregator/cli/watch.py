@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import time
+import signal
+import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -73,6 +74,7 @@ def watch(
     keeps retrying. In a pipe each refresh prints as plain text. Ctrl-C exits with status 0;
     with --iterations, the exit is 5 when the last refresh got no answer.
     """
+    stop = _ctrl_c()
     import httpx
 
     server = server.rstrip("/")
@@ -80,35 +82,51 @@ def watch(
         with httpx.Client(**connection(server)) as client:
             watcher = _Watcher(server, client)
             if out.is_terminal:
-                _live(watcher, interval, iterations)
+                _live(watcher, interval, iterations, stop)
             else:
-                _printed(watcher, interval, iterations)
-    except KeyboardInterrupt:
+                _printed(watcher, interval, iterations, stop)
+    except KeyboardInterrupt:  # a second Ctrl-C, while a frame was still being fetched
         return
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if iterations and watcher.failing:
         raise typer.Exit(EXIT_CODES["unavailable"])
 
 
-def _live(watcher: _Watcher, interval: float, iterations: int) -> None:
+def _ctrl_c() -> threading.Event:
+    """An event Ctrl-C sets, so the watch ends between frames: a KeyboardInterrupt raised
+    inside the HTTP client could leave its connection pool's lock held and hang its close.
+    A second Ctrl-C interrupts at once."""
+    stop = threading.Event()
+
+    def stopping(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, stopping)
+    return stop
+
+
+def _live(watcher: _Watcher, interval: float, iterations: int, stop: threading.Event) -> None:
     """Redraw one frame in place on the terminal."""
     from rich.console import Group
     from rich.live import Live
 
     with Live(Group(*watcher.frame()), console=out, auto_refresh=False) as live:
         done = 1
-        while not iterations or done < iterations:
-            time.sleep(interval)
+        while (not iterations or done < iterations) and not stop.wait(interval):
             live.update(Group(*watcher.frame()), refresh=True)
             done += 1
 
 
-def _printed(watcher: _Watcher, interval: float, iterations: int) -> None:
+def _printed(watcher: _Watcher, interval: float, iterations: int, stop: threading.Event) -> None:
     """Print each frame in turn, a blank line apart (a pipe cannot redraw)."""
     done = 0
     while True:
         show(watcher.frame())
         done += 1
-        if iterations and done >= iterations:
+        if (iterations and done >= iterations) or stop.is_set():
             return
         typer.echo("")
-        time.sleep(interval)
+        if stop.wait(interval):
+            return
