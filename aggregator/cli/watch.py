@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-import threading
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -74,7 +74,7 @@ def watch(
     keeps retrying. In a pipe each refresh prints as plain text. Ctrl-C exits with status 0;
     with --iterations, the exit is 5 when the last refresh got no answer.
     """
-    stop = _ctrl_c()
+    stop = _CtrlC()
     import httpx
 
     server = server.rstrip("/")
@@ -93,21 +93,28 @@ def watch(
         raise typer.Exit(EXIT_CODES["unavailable"])
 
 
-def _ctrl_c() -> threading.Event:
-    """An event Ctrl-C sets, so the watch ends between frames: a KeyboardInterrupt raised
-    inside the HTTP client could leave its connection pool's lock held and hang its close.
-    A second Ctrl-C interrupts at once."""
-    stop = threading.Event()
+class _CtrlC:
+    """Ctrl-C as a flag the watch reads between frames: a KeyboardInterrupt raised inside the
+    HTTP client could leave its connection pool's lock held and hang its close (and the
+    handler takes no lock either). A second Ctrl-C interrupts at once."""
 
-    def stopping(signum: int, frame: object) -> None:
-        stop.set()
+    def __init__(self) -> None:
+        self.pressed = False
+        signal.signal(signal.SIGINT, self._press)
+
+    def _press(self, signum: int, frame: object) -> None:
+        self.pressed = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    signal.signal(signal.SIGINT, stopping)
-    return stop
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, less once Ctrl-C is pressed; whether it was."""
+        deadline = time.monotonic() + seconds
+        while not self.pressed and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.1))
+        return self.pressed
 
 
-def _live(watcher: _Watcher, interval: float, iterations: int, stop: threading.Event) -> None:
+def _live(watcher: _Watcher, interval: float, iterations: int, stop: _CtrlC) -> None:
     """Redraw one frame in place on the terminal."""
     from rich.console import Group
     from rich.live import Live
@@ -119,13 +126,13 @@ def _live(watcher: _Watcher, interval: float, iterations: int, stop: threading.E
             done += 1
 
 
-def _printed(watcher: _Watcher, interval: float, iterations: int, stop: threading.Event) -> None:
+def _printed(watcher: _Watcher, interval: float, iterations: int, stop: _CtrlC) -> None:
     """Print each frame in turn, a blank line apart (a pipe cannot redraw)."""
     done = 0
     while True:
         show(watcher.frame())
         done += 1
-        if (iterations and done >= iterations) or stop.is_set():
+        if (iterations and done >= iterations) or stop.pressed:
             return
         typer.echo("")
         if stop.wait(interval):
