@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from functools import lru_cache
 
 from plumb.aggregator.state.memo import last_few
-from plumb.facts import Reading, unindexed
+from plumb.facts import Reading, gpu_count, unindexed
 
 __all__ = ["Shape", "shape"]
 
@@ -35,10 +35,7 @@ class Shape:
 
     def __init__(self, paths: tuple[str, ...]):
         self._paths = paths
-        present = set(paths)
-        count = 0  # as plumb.facts.gpu_count: GPUs 0..n-1 that report their index
-        while f"gpus[{count}].index" in present:
-            count += 1
+        count = gpu_count(dict.fromkeys(paths))
         gpus: list[dict[str, str]] = [{} for _ in range(count)]
         repeated: dict[str, tuple[str, int, str]] = {}
         for path in paths:
