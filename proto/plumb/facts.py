@@ -468,6 +468,7 @@ def apply_delta(
     check = facts_pb2.NodeFacts()
     for path, reading in changed.items():
         _set(check, path, reading)
-    new = {p: r for p, r in old.items() if p not in set(removed)}
+    gone = set(removed)
+    new = {p: r for p, r in old.items() if p not in gone}
     new.update(changed)
     return new
