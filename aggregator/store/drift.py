@@ -5,10 +5,10 @@ Called by `Store` inside its connections and transactions; nothing else uses thi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+import orjson
 from sqlalchemy import Connection, Table, bindparam, delete, select, update
 from sqlalchemy.sql.dml import Insert
 
@@ -56,10 +56,9 @@ def write(
             [
                 {
                     "node": node,
-                    "facts": json.dumps(
-                        {p: r.to_json() for p, r in sorted(b.facts.items())},
-                        separators=(",", ":"),
-                    ),
+                    "facts": orjson.dumps(
+                        {p: r.to_json() for p, r in b.facts.items()}, option=orjson.OPT_SORT_KEYS
+                    ).decode(),
                     "gpu_count": b.gpu_count,
                     "accepted_at": b.accepted_at,
                 }
@@ -132,7 +131,7 @@ def load_baselines(conn: Connection, nodes: Sequence[str] | None = None) -> dict
     path_of = {}.setdefault
     for row in conn.execute(stmt).all():
         facts = {}
-        for path, doc in json.loads(row.facts).items():
+        for path, doc in orjson.loads(row.facts).items():
             status, value, error = doc["status"], doc.get("value"), doc.get("error")
             kind = value.__class__
             key = (status, kind, value.hex() if kind is float else value, error)

@@ -7,7 +7,7 @@ rest of the aggregator gets the frozen dataclasses below.
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any, get_args
 
+import orjson
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
@@ -690,9 +691,19 @@ def _reading_ok(reading: Reading) -> bool:
     return (
         isinstance(reading, Reading)
         and reading.status in _STATUSES
-        and (reading.value is None or isinstance(reading.value, str | int | float | bool))
+        and _value_ok(reading.value)
         and (reading.error is None or _text_ok(reading.error, MAX_VALUE_CHARS))
     )
+
+
+def _value_ok(value: object) -> bool:
+    """A value the facts document holds as it is: text, a finite float, or an integer of the
+    wire's 64 bits (signed or not; orjson writes no wider, and reads a wider one as a float)."""
+    if isinstance(value, int):  # bool too
+        return -(1 << 63) <= value < 1 << 64
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, str)
 
 
 def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
@@ -724,7 +735,7 @@ def _facts_doc(facts: Mapping[str, Reading]) -> str:
         if of is None:
             of = doc[reading.status] = {}
         of[path] = reading.value if reading.error is None else [reading.value, reading.error]
-    return json.dumps(doc, separators=(",", ":"))
+    return orjson.dumps(doc).decode()
 
 
 def _load_facts(conn: Connection, stmt: Select) -> dict[str, dict[str, Reading]]:
@@ -732,28 +743,32 @@ def _load_facts(conn: Connection, stmt: Select) -> dict[str, dict[str, Reading]]
 
     At 10,000 nodes this is ~3.7 million readings: the rows come as plain tuples, a chunk at
     a time (never all at once), and nodes repeat the same paths and mostly the same
-    readings, so each distinct one is one object, shared. Keyed by the value's type too, as
-    True and 1 are equal keys (and floats by their bits: 0.0 and -0.0 are too).
+    readings, so each distinct one is one object, shared. Text and integers are their own
+    keys (no text equals a number); the rest go with their type, as True and 1 are equal keys,
+    and floats by their bits (0.0 and -0.0 are equal too).
     """
     result = conn.execute(stmt)
     facts: dict[str, dict[str, Reading]] = {}
-    shared: dict[str, dict[tuple, Reading]] = {}
+    shared: dict[str, dict[object, Reading]] = {}
     intern = {}.setdefault
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
         while rows := result.cursor.fetchmany(_LOAD_CHUNK):
             for node, doc in rows:
                 facts[node] = of_node = {}
-                for status, entries in json.loads(doc).items():
+                for status, entries in orjson.loads(doc).items():
                     status = intern(status, status)
                     readings = shared.setdefault(status, {})
                     known = readings.get
                     for path, value in entries.items():
-                        if value.__class__ is list:
+                        kind = value.__class__
+                        if kind is list:
                             reading = Reading(status, value[0], value[1])
                         else:
-                            kind = value.__class__
-                            key = (kind, value) if kind is not float else (kind, value.hex())
+                            if kind is str or kind is int:
+                                key = value
+                            else:
+                                key = (kind, value.hex() if kind is float else value)
                             reading = known(key)
                             if reading is None:
                                 reading = readings[key] = Reading(status, value)
@@ -799,11 +814,11 @@ def _change_params(update: NodeUpdate, change: Change) -> dict[str, object]:
 def _to_json(reading: Reading | None) -> str | None:
     if reading is None:
         return None
-    return json.dumps(reading.to_json(), separators=(",", ":"))
+    return orjson.dumps(reading.to_json()).decode()
 
 
 def _reading(doc: str | None) -> Reading | None:
     if doc is None:
         return None
-    fields = json.loads(doc)
+    fields = orjson.loads(doc)
     return Reading(fields["status"], fields.get("value"), fields.get("error"))

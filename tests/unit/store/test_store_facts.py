@@ -303,6 +303,12 @@ def test_data_survives_reopening_the_store(url, store):
         NodeUpdate("n", T0, facts={"a": Reading("broken", 1)}),  # type: ignore[arg-type]
         NodeUpdate("n", T0, facts={"a": Reading.ok([1])}),  # type: ignore[arg-type]
         NodeUpdate("n", T0, facts={"a": Reading("error", error="e\x00")}),
+        # Wider than the wire's 64 bits, or not a finite number: a JSON document would not
+        # give them back as they were.
+        NodeUpdate("n", T0, facts={"a": Reading.ok(2**64)}),
+        NodeUpdate("n", T0, facts={"a": Reading.ok(-(2**63) - 1)}),
+        NodeUpdate("n", T0, facts={"a": Reading.ok(float("inf"))}),
+        NodeUpdate("n", T0, (Change("a", None, Reading.ok(float("nan"))),), facts={}),
     ],
 )
 def test_an_invalid_update_fails_the_whole_batch_and_writes_nothing(url, store, bad):
@@ -333,8 +339,8 @@ def test_a_database_failure_mid_batch_rolls_the_whole_batch_back(url, store):
 _names = (f"node-{i}" for i in itertools.count())
 _values = st.one_of(
     st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=40),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),  # int64 and uint64, as on the wire
+    st.floats(allow_nan=False, allow_infinity=False),
     st.booleans(),
 )
 _readings = st.one_of(
