@@ -684,7 +684,21 @@ def _problem(update: NodeUpdate) -> str | None:
 
 def _text_ok(value: object, max_chars: int) -> bool:
     # PostgreSQL refuses NUL in text and enforces lengths; SQLite does neither.
-    return isinstance(value, str) and len(value) <= max_chars and "\x00" not in value
+    return (
+        isinstance(value, str)
+        and len(value) <= max_chars
+        and "\x00" not in value
+        and (value.isascii() or _utf8(value))  # the former known without a scan
+    )
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` has a UTF-8 form (no lone surrogate), as stored text and orjson need."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _reading_ok(reading: Reading) -> bool:
@@ -697,13 +711,14 @@ def _reading_ok(reading: Reading) -> bool:
 
 
 def _value_ok(value: object) -> bool:
-    """A value the facts document holds as it is: text, a finite float, or an integer of the
-    wire's 64 bits (signed or not; orjson writes no wider, and reads a wider one as a float)."""
+    """A value the facts document holds as it is: UTF-8 text, a finite float, or an integer of
+    the wire's 64 bits (signed or not; orjson writes no wider, and reads a wider one as a
+    float)."""
     if isinstance(value, int):  # bool too
         return -(1 << 63) <= value < 1 << 64
     if isinstance(value, float):
         return math.isfinite(value)
-    return value is None or isinstance(value, str)
+    return value is None or (isinstance(value, str) and (value.isascii() or _utf8(value)))
 
 
 def _node_shape(update: NodeUpdate) -> tuple[str, ...]:

@@ -309,6 +309,10 @@ def test_data_survives_reopening_the_store(url, store):
         NodeUpdate("n", T0, facts={"a": Reading.ok(-(2**63) - 1)}),
         NodeUpdate("n", T0, facts={"a": Reading.ok(float("inf"))}),
         NodeUpdate("n", T0, (Change("a", None, Reading.ok(float("nan"))),), facts={}),
+        # A lone surrogate has no UTF-8 form to store.
+        NodeUpdate("n", T0, facts={"a": Reading.ok("gpu \ud800")}),
+        NodeUpdate("n", T0, facts={"a\udfff": OLD}),
+        NodeUpdate("n", T0, facts={"a": Reading.failed("nvml \ud83d")}),
     ],
 )
 def test_an_invalid_update_fails_the_whole_batch_and_writes_nothing(url, store, bad):
