@@ -79,7 +79,8 @@ def _criteria_values() -> dict[str, tuple[str, ...]]:
     (the full catalog's validation is the server's job and costs a second to import)."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    from plumb.aggregator.untrusted import SAFE_LOADER as loader
+
     root = _recipes_root()
     table = yaml.load((root / "criteria.yaml").read_text(encoding="utf-8"), Loader=loader)
     gpus = yaml.load((root / "knowledge/gpus.yaml").read_text(encoding="utf-8"), Loader=loader)
