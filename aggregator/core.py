@@ -224,6 +224,10 @@ class Core:
         rendered as nodes changed (a scrape joins cached bytes)."""
         return self._page.render()
 
+    async def metrics_page_gzip(self) -> list[bytes]:
+        """The /metrics page gzip-encoded, in pieces."""
+        return await self._page.render_gzip()
+
     def sensors_page(self) -> Iterator[bytes]:
         """The /metrics/sensors page in pieces, joined as they are sent."""
         return self._page.sensors()

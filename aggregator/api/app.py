@@ -35,7 +35,7 @@ from plumb.aggregator.api import (
 )
 from plumb.aggregator.api.access import Access, ReadAccess, SignInNeeded, TrustedProxies
 from plumb.aggregator.api.limits import BodyLimit
-from plumb.aggregator.api.paced import paced
+from plumb.aggregator.api.paced import accepts_gzip, paced
 from plumb.aggregator.api.request_id import HEADER, RequestId, request_id_of
 from plumb.aggregator.core import Core
 from plumb.aggregator.errors import STATUS, PlumbError, RateLimited, Unauthenticated
@@ -171,10 +171,17 @@ def create_app(core: Core) -> FastAPI:
     metrics_access = [] if core.settings.api.public_metrics else [ReadAccess]
 
     @app.get("/metrics", tags=["health"], include_in_schema=False, dependencies=metrics_access)
-    async def metrics() -> Response:
-        """Prometheus metrics: the aggregator's own and every node's series."""
-        pieces = core.metrics_page()
-        return paced(pieces, CONTENT_TYPE_LATEST, length=sum(len(p) for p in pieces))
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics: the aggregator's own and every node's series; gzip-encoded
+        where the scrape takes it, as Prometheus's does."""
+        headers = {"Vary": "Accept-Encoding"}
+        if accepts_gzip(request.headers.get("accept-encoding")):
+            pieces = await core.metrics_page_gzip()
+            headers["Content-Encoding"] = "gzip"
+        else:
+            pieces = core.metrics_page()
+        length = sum(len(p) for p in pieces)
+        return paced(pieces, CONTENT_TYPE_LATEST, length=length, headers=headers)
 
     @app.get(
         "/metrics/sensors", tags=["health"], include_in_schema=False, dependencies=metrics_access

@@ -39,6 +39,7 @@ from prometheus_client.registry import Collector
 from plumb.aggregator import __version__
 from plumb.aggregator.drift import Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.metrics.packed import Packed, gzip_stream, pack
 from plumb.aggregator.state.live import LiveState
 from plumb.aggregator.state.replicas import Membership
 from plumb.aggregator.store import Writer
@@ -438,6 +439,11 @@ class MetricsPage:
         """The page in pieces, to be sent as they are: joining them would copy the page."""
         return [generate_latest(self._registry), *self._nodes.render()]
 
+    async def render_gzip(self) -> list[bytes]:
+        """The page gzip-encoded, in pieces: the node families' deflated pieces are kept
+        until they change (metrics/packed.py); the registry's few KB are deflated anew."""
+        return gzip_stream([pack(generate_latest(self._registry)), *await self._nodes.packed()])
+
     def sensors(self) -> Iterator[bytes]:
         """The sensor page in pieces, joined as they are sent."""
         return self._sensors.pieces()
@@ -451,6 +457,8 @@ class NodeText(Protocol):
     def seen(self, name: str) -> None: ...
 
     def render(self) -> list[bytes]: ...
+
+    async def packed(self) -> list[Packed]: ...
 
 
 class SensorText(Protocol):

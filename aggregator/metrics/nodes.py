@@ -14,6 +14,7 @@ from prometheus_client.utils import floatToGoString
 
 from plumb.aggregator.drift import SEVERITIES
 from plumb.aggregator.drift.evaluation import Evaluator
+from plumb.aggregator.metrics.packed import Packed
 from plumb.aggregator.metrics.text import NODES_PER_PIECE, Families, escape, label_text
 from plumb.aggregator.state.live import LiveState, NodeState, NodeSummary
 from plumb.aggregator.state.replicas import Membership
@@ -92,12 +93,20 @@ class NodeSeries:
 
     def render(self) -> list[bytes]:
         """The node families as text exposition format 0.0.4, in pieces."""
+        self._follow_membership()
+        return [*self._stack.pieces(), *self._seen.pieces()]
+
+    async def packed(self) -> list[Packed]:
+        """The pieces of `render`, deflated (metrics/packed.py)."""
+        self._follow_membership()
+        return [*await self._stack.packed(), *await self._seen.packed()]
+
+    def _follow_membership(self) -> None:
         if self._membership.alive != self._alive:
             # A replica came or went: which nodes are this one's changed (rare; every node).
             self._alive = self._membership.alive
             for name in {*self._nodes, *(n.name for n in self._state.nodes())}:
                 self.touched(name)
-        return [*self._stack.pieces(), *self._seen.pieces()]
 
 
 class _NodeLines:

@@ -5,13 +5,18 @@ loop and held every stream's Ack back that long. Instead each node's lines are r
 when the node changes (NodeSeries, SensorSeries) and kept here as bytes per family. The
 nodes, by name, are cut in slices of a few hundred; each slice's lines of each family are
 joined once and kept until one of its nodes' lines change, so a scrape after one node
-changed joins one slice again, not the fleet (bench/README.md, issue 21).
+changed joins one slice again, not the fleet (bench/README.md, issue 21). For a scrape that
+takes gzip, each slice's joined lines are also kept deflated (metrics/packed.py), until they
+change.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
+
+from plumb.aggregator.metrics.packed import Packed, pack
 
 __all__ = ["NODES_PER_PIECE", "Families", "escape", "label_text"]
 
@@ -27,6 +32,7 @@ class Families:
         self._headers = tuple(
             f"# HELP {name} {doc}\n# TYPE {name} {kind}\n".encode() for name, doc, kind in families
         )
+        self._packed_headers = tuple(map(pack, self._headers))
         self._columns = range(len(self._headers))
         self._per = per
         self._lines: dict[str, tuple[bytes, ...]] = {}
@@ -35,6 +41,8 @@ class Families:
         self._slice_of: dict[str, int] = {}
         # Per slice, its lines joined per family; None until joined, and once a node's change.
         self._joined: list[tuple[bytes, ...] | None] = []
+        # The same, deflated; None until a gzip scrape asks, and once a node's change.
+        self._packed: list[tuple[Packed, ...] | None] = []
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -55,7 +63,8 @@ class Families:
         elif held == lines:
             return
         elif self._slices is not None:
-            self._joined[self._slice_of[node]] = None
+            k = self._slice_of[node]
+            self._joined[k] = self._packed[k] = None
         self._lines[node] = lines
 
     def drop(self, node: str) -> None:
@@ -66,28 +75,60 @@ class Families:
     def pieces(self) -> Iterator[bytes]:
         """Every family: its header, then each slice's lines of it, nodes by name; a slice is
         joined (and kept) when first needed, so a caller may send the pieces as they come."""
+        return self._pieces(self._cut(), self._joined)
+
+    async def packed(self) -> list[Packed]:
+        """The pieces of `pieces`, deflated. The slices changed since they were last deflated
+        are deflated on a worker thread (zlib lets go of the GIL), as they were when asked
+        for, and kept while their lines stay so."""
+        slices = self._cut()
+        held = list(self._packed)
+        stale = [k for k, p in enumerate(held) if p is None]
+        if stale:
+            texts = [self._join(slices, self._joined, k) for k in stale]
+            fresh = await asyncio.to_thread(lambda: [tuple(map(pack, t)) for t in texts])
+            for k, text, packed in zip(stale, texts, fresh, strict=True):
+                held[k] = packed
+                if self._slices is slices and self._joined[k] is text:
+                    self._packed[k] = packed
+        out: list[Packed] = []
+        for i, header in enumerate(self._packed_headers):
+            out.append(header)
+            out.extend(p[i] for p in held if p is not None)
+        return out
+
+    def _cut(self) -> list[list[str]]:
+        """The nodes by name in slices of `per`, cut again once a node came or went."""
         if self._slices is None:
             order = sorted(self._lines)
             self._slices = [order[i : i + self._per] for i in range(0, len(order), self._per)]
             self._slice_of = {n: i for i, names in enumerate(self._slices) for n in names}
             self._joined = [None] * len(self._slices)
-        return self._pieces(self._slices, self._joined)
+            self._packed = [None] * len(self._slices)
+        return self._slices
+
+    def _join(
+        self, slices: list[list[str]], joined: list[tuple[bytes, ...] | None], k: int
+    ) -> tuple[bytes, ...]:
+        """Slice `k`'s lines joined per family, from the lines as they are now; kept only
+        while the slices are still these."""
+        held = joined[k]
+        if held is None:
+            rows = [r for r in map(self._lines.get, slices[k]) if r is not None]
+            held = tuple(b"".join(map(itemgetter(f), rows)) for f in self._columns)
+            if joined is self._joined:
+                joined[k] = held
+        return held
 
     def _pieces(
         self, slices: list[list[str]], joined: list[tuple[bytes, ...] | None]
     ) -> Iterator[bytes]:
         # A node may come, go or change while the caller sends: each slice is joined from
-        # the lines as they are then, and kept only while the slices are still these.
+        # the lines as they are then.
         for i, header in enumerate(self._headers):
             yield header
-            for k, names in enumerate(slices):
-                held = joined[k]
-                if held is None:
-                    rows = [r for r in map(self._lines.get, names) if r is not None]
-                    held = tuple(b"".join(map(itemgetter(f), rows)) for f in self._columns)
-                    if joined is self._joined:
-                        joined[k] = held
-                yield held[i]
+            for k in range(len(slices)):
+                yield self._join(slices, joined, k)[i]
 
 
 def escape(value: str) -> str:

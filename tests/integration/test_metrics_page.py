@@ -3,14 +3,17 @@ joinable with dcgm-exporter's, counts as gauges, and the process's own series.
 
 Expected GPU labels are written by hand from tests/data/real/qx-b200.xml (GPU 0) and from
 dcgm-exporter's label names (`gpu`, `UUID`, `pci_bus_id`; `model_name` as in its NVLink series).
+A scrape that takes gzip (Prometheus's do) gets the page as one gzip stream (RFC 1952).
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
+import httpx
 import pytest
 from conftest import BIN, ENV, scrape, stop, until
 
@@ -74,3 +77,32 @@ def test_gpu_series_join_dcgm_exporter_s_counts_are_gauges_and_the_process_shows
         "process_start_time_seconds",
         "python_info",
     } <= names
+
+
+def test_a_scrape_that_takes_gzip_gets_the_same_page_as_one_gzip_stream(b200):
+    until(lambda: b200.node("b200"), what="the replayed B200 node")
+    # Prometheus's own request header; raw bytes, so nothing here decodes them for us.
+    with httpx.stream("GET", b200.url + "/metrics", headers={"Accept-Encoding": "gzip"}) as r:
+        body = b"".join(r.iter_raw())
+    assert (r.status_code, r.headers["content-encoding"], r.headers["vary"]) == (
+        200,
+        "gzip",
+        "Accept-Encoding",
+    )
+    assert int(r.headers["content-length"]) == len(body)
+    one_member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    text = one_member.decompress(body).decode()
+    assert one_member.eof and one_member.unused_data == b""
+    plain = httpx.get(b200.url + "/metrics", headers={"Accept-Encoding": "gzip;q=0, identity"})
+    assert "content-encoding" not in plain.headers
+
+    def node_lines(page: str) -> list[str]:
+        # The process's own series and the report times move between two scrapes.
+        return [
+            line
+            for line in page.splitlines()
+            if 'node="' in line and not line.startswith("plumb_node_last_report")
+        ]
+
+    assert 'node="b200"' in text and len(node_lines(text)) > 8
+    assert node_lines(text) == node_lines(plain.text)

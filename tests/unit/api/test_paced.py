@@ -1,11 +1,14 @@
 """Large pages leave in slices, and the event loop runs between them, so a client that reads
-as fast as the aggregator writes cannot hold every agent stream behind one page."""
+as fast as the aggregator writes cannot hold every agent stream behind one page; gzip goes to
+the scrapes whose Accept-Encoding takes it."""
 
 from __future__ import annotations
 
 import asyncio
 
-from plumb.aggregator.api.paced import SLICE, sliced
+import pytest
+
+from plumb.aggregator.api.paced import SLICE, accepts_gzip, sliced
 
 
 async def test_pieces_leave_in_slices_of_at_most_slice_bytes_in_order():
@@ -39,3 +42,25 @@ async def test_a_piece_is_taken_only_once_the_one_before_is_sent():
     seen = [list(taken) async for _ in sliced(pieces())]
 
     assert seen == [[0], [0, 1], [0, 1, 2]]
+
+
+@pytest.mark.parametrize(
+    ("header", "takes"),
+    [
+        ("gzip", True),  # Prometheus's scrape
+        ("gzip, deflate, br", True),
+        ("GZip;Q=0.5", True),  # names and parameters are case-insensitive
+        ("x-gzip", True),
+        ("*", True),
+        ("deflate, *;q=0.1", True),
+        ("gzip;q=0", False),  # RFC 9110 12.5.3: q=0 is "not acceptable"
+        ("gzip;q=0.000, *", False),  # named beats `*`
+        ("identity", False),
+        ("deflate, br", False),
+        ("", False),
+        (None, False),
+        ("gzip;q=x", False),  # a weight that is no number counts as 0
+    ],
+)
+def test_gzip_is_taken_where_accept_encoding_weighs_it_above_zero(header, takes):
+    assert accepts_gzip(header) is takes

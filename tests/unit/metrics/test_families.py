@@ -1,8 +1,13 @@
-"""Families: per-node lines joined a slice of nodes at a time, and joined again only where a
-node's lines changed."""
+"""Families: per-node lines joined (and deflated) a slice of nodes at a time, and again only
+where a node's lines changed."""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import zlib
+
+from plumb.aggregator.metrics.packed import gzip_stream
 from plumb.aggregator.metrics.text import Families
 
 HEADERS = [b"# HELP a A.\n# TYPE a gauge\n", b"# HELP b B.\n# TYPE b gauge\n"]
@@ -67,3 +72,40 @@ def test_a_page_being_sent_skips_a_node_gone_meanwhile_and_keeps_no_stale_join()
         HEADERS[1],
         b'b{node="n1"} 2.0\nb{node="n3"} 2.0\n',
     ]
+
+
+def unpacked(pieces) -> list[bytes]:
+    """Each deflated piece's text, read back with a raw inflater."""
+    return [zlib.decompressobj(-zlib.MAX_WBITS).decompress(p.data) for p in pieces]
+
+
+async def test_packed_pieces_are_the_pieces_deflated():
+    page = families("n3", "n1", "n2")
+    packed = await page.packed()
+    assert unpacked(packed) == list(page.pieces())
+    assert gzip.decompress(b"".join(gzip_stream(packed))) == b"".join(page.pieces())
+
+
+async def test_a_change_deflates_only_its_own_slice_again():
+    page = families("n1", "n2", "n3", "n4")
+    before = await page.packed()
+    page.set("n3", lines("n3", "5.0"))
+    after = await page.packed()
+    assert unpacked([after[2]]) == [b'a{node="n3"} 5.0\na{node="n4"} 1.0\n']
+    assert after[1] is before[1] and after[4] is before[4], "n1 and n2's slice was kept"
+    assert all(x is y for x, y in zip(await page.packed(), after, strict=True))
+
+
+async def test_a_change_while_deflating_is_sent_as_asked_for_and_not_kept(monkeypatch):
+    page = families("n1", "n2")
+    real = asyncio.to_thread
+
+    async def change_meanwhile(fn):
+        page.set("n1", lines("n1", "7.0"))  # a report lands while the worker deflates
+        return await real(fn)
+
+    monkeypatch.setattr(asyncio, "to_thread", change_meanwhile)
+    sent = await page.packed()
+    monkeypatch.setattr(asyncio, "to_thread", real)
+    assert unpacked([sent[1]]) == [b'a{node="n1"} 1.0\na{node="n2"} 1.0\n']
+    assert unpacked(await page.packed())[1] == b'a{node="n1"} 7.0\na{node="n2"} 1.0\n'
