@@ -25,9 +25,10 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
   scrape-while-changing  --scrape-window-s: /metrics scraped back to back and
             /metrics/sensors every --sensors-scrape-s (default 0: back to back too), from a
             process of their own (as Prometheus would, so receiving the pages does not delay
-            the probe agents' loop) while probe agents change facts: each page's scrape p50/p99
-            and bytes, change → /metrics, and delta → Ack and the aggregator's event-loop lag
-            without and with the scrapers running;
+            the probe agents' loop; asking for gzip as it does, or --scrape-encoding identity)
+            while probe agents change facts: each page's scrape p50/p99 and bytes, change →
+            /metrics, and delta → Ack and the aggregator's event-loop lag without and with
+            the scrapers running;
   storm     --storm sigterm|sigkill: the aggregator is stopped with every agent connected
             and restarted on the same database; time until the gRPC port accepts TCP and
             until /v1/nodes shows all connected, and every error the agents saw, by code.
@@ -53,6 +54,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gzip
 import http.client
 import json
 import multiprocessing as mp
@@ -956,10 +958,11 @@ async def api_latency(args, http) -> dict:
     return {"nodes_list": pct(lists), "node_detail": pct(details)}
 
 
-def scraper_main(conn, base: str, sensors_every_s: float) -> None:
+def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None:
     """The scrape phase's Prometheus, a process of its own: /metrics scraped back to back
     and /metrics/sensors every `sensors_every_s` (0: back to back), each page on a thread and
-    a kept-alive connection of its own, driven over `conn`.
+    a kept-alive connection of its own, driven over `conn`, each request with
+    `Accept-Encoding: {encoding}` (Prometheus asks for gzip).
 
     Pages are read with the standard library's http.client, which reads a body in one
     buffered call: a 19 MB /metrics page of 10,000 nodes took it 8 ms on an idle core, where
@@ -971,15 +974,18 @@ def scraper_main(conn, base: str, sensors_every_s: float) -> None:
     reply time histogram)); ("start",) starts the scrapers; ("watch", needle) makes the first
     /metrics page holding `needle` answer ("seen", needle, time.monotonic() as that scrape
     ended); ("stop",) stops the scrapers and answers ("done", each page's seconds and bytes,
-    a last "lag" reading).
+    a last "lag" reading). A page's seconds run from the request to the last byte of its
+    body; a gzip body is then decoded, apart ("decode"), before `needle` is looked for.
     """
     address = httpx.URL(base)
     stop = threading.Event()
     sending = threading.Lock()  # a Connection is not safe to send on from two threads
     needle = [b""]  # what the main thread last asked to watch for, read by the metrics thread
-    pages: dict[str, tuple[list[float], list[int]]] = {
-        "metrics": ([], []),
-        "sensors": ([], []),
+    # Per page: seconds, bytes on the wire, seconds decoding, bytes decoded.
+    pages: dict[str, tuple[list[float], list[int], list[float], list[int]]] = {
+        "metrics": ([], [], [], []),
+        "sensors": ([], [], [], []),
+        "lag": ([], [], [], []),  # the commands' scrapes, not reported
     }
 
     def send(msg: tuple) -> None:
@@ -989,36 +995,43 @@ def scraper_main(conn, base: str, sensors_every_s: float) -> None:
     def client() -> http.client.HTTPConnection:
         return http.client.HTTPConnection(address.host, address.port, timeout=120)
 
-    def get(http_conn: http.client.HTTPConnection, path: str) -> bytes | None:
-        """The page's body; None where the aggregator has no such page (404). A connection
-        the server closed while idle (its keep-alive timeout) is opened again, once."""
+    def get(http_conn: http.client.HTTPConnection, path: str, page: str) -> bytes | None:
+        """The page's body, decoded, its figures added to `pages[page]`; None where the
+        aggregator has no such page (404). A connection the server closed while idle (its
+        keep-alive timeout) is opened again, once."""
+        headers = {"Accept-Encoding": encoding}
+        t = time.perf_counter()
         try:
-            http_conn.request("GET", path)
+            http_conn.request("GET", path, headers=headers)
             response = http_conn.getresponse()
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
             http_conn.close()
-            http_conn.request("GET", path)
+            http_conn.request("GET", path, headers=headers)
             response = http_conn.getresponse()
         body = response.read()
+        received = time.perf_counter()
         if response.status == 404:
             return None
         if response.status != 200:
             raise RuntimeError(f"GET {path}: HTTP {response.status}")
+        seconds, sizes, decoding, decoded = pages[page]
+        seconds.append(received - t)
+        sizes.append(len(body))
+        if response.getheader("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+            decoding.append(time.perf_counter() - received)
+            decoded.append(len(body))
         return body
 
     def lag(http_conn) -> tuple[dict | None, dict | None]:
-        text = get(http_conn, "/metrics").decode()
+        text = get(http_conn, "/metrics", "lag").decode()
         return histogram(text, LOOP_LAG), histogram(text, REPLY)
 
     def metrics() -> None:
-        seconds, sizes = pages["metrics"]
         http_conn = client()
         while not stop.is_set():
-            t = time.perf_counter()
-            body = get(http_conn, "/metrics")
+            body = get(http_conn, "/metrics", "metrics")
             ended = time.monotonic()  # system-wide: the parent compares it
-            seconds.append(time.perf_counter() - t)
-            sizes.append(len(body))
             watched = needle[0]
             if watched and watched in body:
                 send(("seen", watched, ended))
@@ -1026,16 +1039,11 @@ def scraper_main(conn, base: str, sensors_every_s: float) -> None:
                     needle[0] = b""
 
     def sensors() -> None:
-        seconds, sizes = pages["sensors"]
         http_conn = client()
         while not stop.is_set():
             started = time.monotonic()
-            t = time.perf_counter()
-            body = get(http_conn, "/metrics/sensors")
-            if body is None:
+            if get(http_conn, "/metrics/sensors", "sensors") is None:
                 return
-            seconds.append(time.perf_counter() - t)
-            sizes.append(len(body))
             stop.wait(started + sensors_every_s - time.monotonic())  # start to start
 
     commands = client()
@@ -1055,17 +1063,17 @@ def scraper_main(conn, base: str, sensors_every_s: float) -> None:
             stop.set()
             for thread in threads:
                 thread.join()
-            send(("done", pages, lag(commands)))
+            send(("done", {k: pages[k] for k in ("metrics", "sensors")}, lag(commands)))
             return
 
 
 class Scrapers:
     """The parent's handle on the scraper process."""
 
-    def __init__(self, ctx, base: str, sensors_every_s: float):
+    def __init__(self, ctx, base: str, sensors_every_s: float, encoding: str):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(
-            target=scraper_main, args=(child, base, sensors_every_s), daemon=True
+            target=scraper_main, args=(child, base, sensors_every_s, encoding), daemon=True
         )
         self.proc.start()
 
@@ -1102,7 +1110,7 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
     part."""
     from plumb.facts import Reading
 
-    scrapers = Scrapers(mp.get_context("spawn"), base, args.sensors_scrape_s)
+    scrapers = Scrapers(mp.get_context("spawn"), base, args.sensors_scrape_s, args.scrape_encoding)
     try:
         await scrapers.answer("ready", 120)
         stop = asyncio.Event()
@@ -1156,7 +1164,8 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
         await changer
         for c in local.clients:
             c.ack_s = None
-        (scrapes, sizes), (sensor_scrapes, sensor_sizes) = pages["metrics"], pages["sensors"]
+        (scrapes, sizes, decoding, decoded) = pages["metrics"]
+        (sensor_scrapes, sensor_sizes, sensor_decoding, sensor_decoded) = pages["sensors"]
         return {
             "note": "scrapers ran in a process of their own (a thread and an http.client "
             "connection per page, on the simulator's CPUs), as Prometheus would; the probe "
@@ -1164,9 +1173,18 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
             "scrape that reads its start",
             "window_s": round(t1 - t0, 1),
             "sensors_scrape_s": args.sensors_scrape_s,
+            "accept_encoding": args.scrape_encoding,
+            # Request to the body's last byte; bytes as sent; a gzip body's decoding apart.
             "scrape": {**pct(scrapes), "bytes_max": max(sizes, default=0)},
+            "scrape_decode": {**pct(decoding), "bytes_max": max(decoded)} if decoded else None,
             "scrape_sensors": {**pct(sensor_scrapes), "bytes_max": max(sensor_sizes, default=0)}
             if sensor_scrapes
+            else None,
+            "scrape_sensors_decode": {
+                **pct(sensor_decoding),
+                "bytes_max": max(sensor_decoded),
+            }
+            if sensor_decoded
             else None,
             "change_to_metrics": pct(to_metrics),
             "change_to_metrics_failed": failed,
@@ -1410,6 +1428,13 @@ async def main() -> None:
         default=0.0,
         help="scrape-while-changing phase: /metrics/sensors every this many seconds, start to "
         "start, as a Prometheus job with that interval (default 0: back to back)",
+    )
+    p.add_argument(
+        "--scrape-encoding",
+        choices=["gzip", "identity"],
+        default="gzip",
+        help="scrape-while-changing phase: the scrapers' Accept-Encoding (default gzip, as "
+        "Prometheus asks)",
     )
     p.add_argument("--storm", choices=["none", "sigterm", "sigkill"], default="none")
     p.add_argument(
