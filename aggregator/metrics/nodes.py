@@ -37,6 +37,10 @@ LAST_REPORT = (
     "gauge",
 )
 
+# Nodes per slice of the last-report line: every heartbeat moves one, so between two scrapes
+# back to back a few slices hold a moved line, and only those are joined and deflated again.
+SEEN_PER_PIECE = 100
+
 
 class NodeSeries:
     """The node families: each node's lines rendered when it is touched, joined at scrape."""
@@ -49,7 +53,7 @@ class NodeSeries:
         self._alive = membership.alive
         self._nodes: dict[str, _NodeLines] = {}
         self._stack = Families(STACK, NODES_PER_PIECE)
-        self._seen = Families((LAST_REPORT,), NODES_PER_PIECE)
+        self._seen = Families((LAST_REPORT,), SEEN_PER_PIECE)
 
     def touched(self, name: str) -> None:
         """Re-render what changed of node `name`'s lines; drop them when it is gone or

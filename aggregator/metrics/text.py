@@ -41,8 +41,9 @@ class Families:
         self._slice_of: dict[str, int] = {}
         # Per slice, its lines joined per family; None until joined, and once a node's change.
         self._joined: list[tuple[bytes, ...] | None] = []
-        # The same, deflated; None until a gzip scrape asks, and once a node's change.
-        self._packed: list[tuple[Packed, ...] | None] = []
+        # Per slice, the joined lines it was last deflated from and their pieces: current
+        # while those are `_joined`'s; a family whose lines are the same again keeps its piece.
+        self._packed: list[tuple[tuple[bytes, ...], tuple[Packed, ...]] | None] = []
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -63,8 +64,7 @@ class Families:
         elif held == lines:
             return
         elif self._slices is not None:
-            k = self._slice_of[node]
-            self._joined[k] = self._packed[k] = None
+            self._joined[self._slice_of[node]] = None
         self._lines[node] = lines
 
     def drop(self, node: str) -> None:
@@ -79,32 +79,35 @@ class Families:
 
     async def packed(self) -> list[Packed]:
         """The pieces of `pieces`, deflated. The slices changed since they were last deflated
-        are deflated on a worker thread (zlib lets go of the GIL), as they were when asked
-        for, and kept while their lines stay so."""
+        are deflated again on a worker thread (zlib lets go of the GIL), as they were when
+        asked for, and kept while their lines stay so; only the families whose lines moved."""
         slices = self._cut()
         held = list(self._packed)
-        stale = [k for k, p in enumerate(held) if p is None]
+        stale = [k for k, p in enumerate(held) if p is None or p[0] is not self._joined[k]]
         if stale:
             texts = [self._join(slices, self._joined, k) for k in stale]
-            fresh = await asyncio.to_thread(lambda: [tuple(map(pack, t)) for t in texts])
+            before = [held[k] for k in stale]
+            fresh = await asyncio.to_thread(_repack, texts, before)
             for k, text, packed in zip(stale, texts, fresh, strict=True):
-                held[k] = packed
+                held[k] = (text, packed)
                 if self._slices is slices and self._joined[k] is text:
-                    self._packed[k] = packed
+                    self._packed[k] = held[k]
         out: list[Packed] = []
         for i, header in enumerate(self._packed_headers):
             out.append(header)
-            out.extend(p[i] for p in held if p is not None)
+            out.extend(p[1][i] for p in held if p is not None)
         return out
 
     def _cut(self) -> list[list[str]]:
-        """The nodes by name in slices of `per`, cut again once a node came or went."""
+        """The nodes by name in slices of `per`, cut again once a node came or went (each
+        slice's last deflated pieces kept, for the families whose lines it holds again)."""
         if self._slices is None:
             order = sorted(self._lines)
             self._slices = [order[i : i + self._per] for i in range(0, len(order), self._per)]
             self._slice_of = {n: i for i, names in enumerate(self._slices) for n in names}
             self._joined = [None] * len(self._slices)
-            self._packed = [None] * len(self._slices)
+            n = len(self._slices)
+            self._packed = (self._packed + [None] * n)[:n]
         return self._slices
 
     def _join(
@@ -129,6 +132,21 @@ class Families:
             yield header
             for k in range(len(slices)):
                 yield self._join(slices, joined, k)[i]
+
+
+def _repack(
+    texts: list[tuple[bytes, ...]],
+    before: list[tuple[tuple[bytes, ...], tuple[Packed, ...]] | None],
+) -> list[tuple[Packed, ...]]:
+    """Each slice's families deflated, but for those whose lines are what they were deflated
+    from before (comparing bytes costs a small part of deflating them)."""
+    return [
+        tuple(
+            old[1][f] if old is not None and old[0][f] == text else pack(text)
+            for f, text in enumerate(slice_texts)
+        )
+        for slice_texts, old in zip(texts, before, strict=True)
+    ]
 
 
 def escape(value: str) -> str:

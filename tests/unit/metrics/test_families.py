@@ -7,6 +7,8 @@ import asyncio
 import gzip
 import zlib
 
+from plumb.aggregator.metrics import packed as packed_module
+from plumb.aggregator.metrics import text as text_module
 from plumb.aggregator.metrics.packed import gzip_stream
 from plumb.aggregator.metrics.text import Families
 
@@ -100,12 +102,36 @@ async def test_a_change_while_deflating_is_sent_as_asked_for_and_not_kept(monkey
     page = families("n1", "n2")
     real = asyncio.to_thread
 
-    async def change_meanwhile(fn):
+    async def change_meanwhile(fn, *args):
         page.set("n1", lines("n1", "7.0"))  # a report lands while the worker deflates
-        return await real(fn)
+        return await real(fn, *args)
 
     monkeypatch.setattr(asyncio, "to_thread", change_meanwhile)
     sent = await page.packed()
     monkeypatch.setattr(asyncio, "to_thread", real)
     assert unpacked([sent[1]]) == [b'a{node="n1"} 1.0\na{node="n2"} 1.0\n']
     assert unpacked(await page.packed())[1] == b'a{node="n1"} 7.0\na{node="n2"} 1.0\n'
+
+
+async def test_a_family_whose_lines_did_not_move_keeps_its_piece(monkeypatch):
+    page = families("n1", "n2", "n3")
+    before = await page.packed()
+    page.set("n2", (lines("n2", "5.0")[0], lines("n2")[1]))  # a's line moves, b's does not
+    deflated: list[bytes] = []
+    real = packed_module.pack
+    monkeypatch.setattr(text_module, "pack", lambda t: deflated.append(t) or real(t))
+    after = await page.packed()
+    assert deflated == [b'a{node="n1"} 1.0\na{node="n2"} 5.0\n']
+    assert after[4] is before[4], "family b of n1 and n2 was not deflated again"
+
+
+async def test_a_node_that_comes_keeps_the_pieces_of_the_slices_it_leaves_alone(monkeypatch):
+    page = families("n1", "n2", "n3")
+    before = await page.packed()
+    page.set("n4", lines("n4"))  # the slices are cut again; n1 and n2's is the same
+    after = await page.packed()
+    assert after[1] is before[1] and after[4] is before[4]
+    assert unpacked([after[2], after[5]]) == [
+        b'a{node="n3"} 1.0\na{node="n4"} 1.0\n',
+        b'b{node="n3"} 2.0\nb{node="n4"} 2.0\n',
+    ]
