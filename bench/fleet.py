@@ -972,10 +972,11 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
 
     Commands: ("lag",) scrapes /metrics once and answers ("lag", (the loop lag histogram, the
     reply time histogram)); ("start",) starts the scrapers; ("watch", needle) makes the first
-    /metrics page holding `needle` answer ("seen", needle, time.monotonic() as that scrape
-    ended); ("stop",) stops the scrapers and answers ("done", each page's seconds and bytes,
-    a last "lag" reading). A page's seconds run from the request to the last byte of its
-    body; a gzip body is then decoded, apart ("decode"), before `needle` is looked for.
+    /metrics page holding `needle` answer ("seen", needle, time.monotonic() as its last byte
+    came, and as it was decoded); ("stop",) stops the scrapers and answers ("done", each
+    page's figures, a last "lag" reading). A page's seconds run from the request to the last
+    byte of its body; a gzip body is then decoded, apart ("decode"), before `needle` is
+    looked for.
     """
     address = httpx.URL(base)
     stop = threading.Event()
@@ -995,8 +996,11 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
     def client() -> http.client.HTTPConnection:
         return http.client.HTTPConnection(address.host, address.port, timeout=120)
 
-    def get(http_conn: http.client.HTTPConnection, path: str, page: str) -> bytes | None:
-        """The page's body, decoded, its figures added to `pages[page]`; None where the
+    def get(
+        http_conn: http.client.HTTPConnection, path: str, page: str
+    ) -> tuple[bytes, float] | None:
+        """The page's body, decoded, and time.monotonic() (system-wide: the parent compares
+        it) as its last byte came, its figures added to `pages[page]`; None where the
         aggregator has no such page (404). A connection the server closed while idle (its
         keep-alive timeout) is opened again, once."""
         headers = {"Accept-Encoding": encoding}
@@ -1009,7 +1013,7 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
             http_conn.request("GET", path, headers=headers)
             response = http_conn.getresponse()
         body = response.read()
-        received = time.perf_counter()
+        received, came = time.perf_counter(), time.monotonic()
         if response.status == 404:
             return None
         if response.status != 200:
@@ -1021,20 +1025,20 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
             body = gzip.decompress(body)
             decoding.append(time.perf_counter() - received)
             decoded.append(len(body))
-        return body
+        return body, came
 
     def lag(http_conn) -> tuple[dict | None, dict | None]:
-        text = get(http_conn, "/metrics", "lag").decode()
+        text = get(http_conn, "/metrics", "lag")[0].decode()
         return histogram(text, LOOP_LAG), histogram(text, REPLY)
 
     def metrics() -> None:
         http_conn = client()
         while not stop.is_set():
-            body = get(http_conn, "/metrics", "metrics")
-            ended = time.monotonic()  # system-wide: the parent compares it
+            body, came = get(http_conn, "/metrics", "metrics")
+            decoded = time.monotonic()
             watched = needle[0]
             if watched and watched in body:
-                send(("seen", watched, ended))
+                send(("seen", watched, came, decoded))
                 if needle[0] is watched:
                     needle[0] = b""
 
@@ -1139,7 +1143,7 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
         lag1, reply1 = (await scrapers.answer("lag", 120))[1]
         cpu0, t0 = agg.cpu_s(), time.monotonic()
         scrapers.send("start")
-        to_metrics, failed = [], 0
+        to_metrics, to_decoded, failed = [], [], 0
         names = list(local.nodes)
         k = 0
         while time.monotonic() - t0 < args.scrape_window_s * 2 / 3:
@@ -1151,8 +1155,9 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
             node.watch = version
             node.set("driver.driver_version", Reading.ok(version))
             try:
-                _, _, seen = await scrapers.answer("seen", 30, needle)
-                to_metrics.append(seen - node.noticed[version])
+                _, _, came, decoded = await scrapers.answer("seen", 30, needle)
+                to_metrics.append(came - node.noticed[version])
+                to_decoded.append(decoded - node.noticed[version])
             except (TimeoutError, KeyError):
                 failed += 1
             k += 1
@@ -1186,7 +1191,9 @@ async def scrape_while_changing(args, agg: Aggregator, base: str, local: Fleet) 
             }
             if sensor_decoded
             else None,
+            # To the last byte of the first page that shows it; and to that page decoded.
             "change_to_metrics": pct(to_metrics),
+            "change_to_metrics_decoded": pct(to_decoded),
             "change_to_metrics_failed": failed,
             "delta_to_ack_without_scrapes": pct(quiet),
             "delta_to_ack_while_scraping": pct(busy),
