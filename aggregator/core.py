@@ -224,8 +224,8 @@ class Core:
         rendered as nodes changed (a scrape joins cached bytes)."""
         return self._page.render()
 
-    async def metrics_page_gzip(self) -> list[bytes]:
-        """The /metrics page gzip-encoded, in pieces."""
+    async def metrics_page_gzip(self) -> bytes:
+        """The /metrics page gzip-encoded."""
         return await self._page.render_gzip()
 
     def sensors_page(self) -> Iterator[bytes]:

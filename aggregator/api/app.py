@@ -176,7 +176,7 @@ def create_app(core: Core) -> FastAPI:
         where the scrape takes it, as Prometheus's does."""
         headers = {"Vary": "Accept-Encoding"}
         if accepts_gzip(request.headers.get("accept-encoding")):
-            pieces = await core.metrics_page_gzip()
+            pieces = [await core.metrics_page_gzip()]
             headers["Content-Encoding"] = "gzip"
         else:
             pieces = core.metrics_page()
@@ -191,7 +191,9 @@ def create_app(core: Core) -> FastAPI:
         plumb_gpu_info on /metrics joins the rest), for a scrape on its own interval."""
 
         # Each piece is a few hundred nodes' lines of one family, joined as it is sent: the
-        # whole page of a large fleet joined at once would hold the loop.
+        # whole page of a large fleet joined at once would hold the loop. Never gzip: its
+        # lines move with every report, and deflating the page at each scrape costs ~4x the
+        # CPU of sending it over loopback (bench/README.md, round 42).
         return paced(core.sensors_page(), CONTENT_TYPE_LATEST)
 
     return app

@@ -10,6 +10,8 @@ GPU labels (`gpu`, `UUID`, `pci_bus_id`, and `model_name`), so `on (UUID)` joins
 
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client.utils import floatToGoString
 
 from plumb.aggregator.drift import SEVERITIES
@@ -103,7 +105,8 @@ class NodeSeries:
     async def packed(self) -> list[Packed]:
         """The pieces of `render`, deflated (metrics/packed.py)."""
         self._follow_membership()
-        return [*await self._stack.packed(), *await self._seen.packed()]
+        stack, seen = await asyncio.gather(self._stack.packed(), self._seen.packed())
+        return [*stack, *seen]
 
     def _follow_membership(self) -> None:
         if self._membership.alive != self._alive:
