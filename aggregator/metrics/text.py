@@ -23,6 +23,10 @@ __all__ = ["NODES_PER_PIECE", "Families", "escape", "label_text"]
 # Nodes per slice: a piece of a few hundred KB, joined in a fraction of a millisecond.
 NODES_PER_PIECE = 500
 
+# Lines deflated on the event loop itself at most (bytes, ~1 ms): more go to a worker thread,
+# whose answer waits for a turn of the loop, behind whatever else is ready then.
+INLINE = 1 << 18
+
 
 class Families:
     """Families (name, help, type) in the order rendered, with each node's lines per family,
@@ -79,15 +83,19 @@ class Families:
 
     async def packed(self) -> list[Packed]:
         """The pieces of `pieces`, deflated. The slices changed since they were last deflated
-        are deflated again on a worker thread (zlib lets go of the GIL), as they were when
-        asked for, and kept while their lines stay so; only the families whose lines moved."""
+        are deflated again, only the families whose lines moved, as they were when asked for,
+        and kept while their lines stay so: on the loop up to INLINE bytes, else on a worker
+        thread (zlib lets go of the GIL)."""
         slices = self._cut()
         held = list(self._packed)
         stale = [k for k, p in enumerate(held) if p is None or p[0] is not self._joined[k]]
         if stale:
             texts = [self._join(slices, self._joined, k) for k in stale]
-            before = [held[k] for k in stale]
-            fresh = await asyncio.to_thread(_repack, texts, before)
+            todo = [_unchanged(t, held[k]) for k, t in zip(stale, texts, strict=True)]
+            if sum(len(x) for row in todo for x in row if type(x) is bytes) <= INLINE:
+                fresh = _pack_rest(todo)
+            else:
+                fresh = await asyncio.to_thread(_pack_rest, todo)
             for k, text, packed in zip(stale, texts, fresh, strict=True):
                 held[k] = (text, packed)
                 if self._slices is slices and self._joined[k] is text:
@@ -134,19 +142,19 @@ class Families:
                 yield self._join(slices, joined, k)[i]
 
 
-def _repack(
-    texts: list[tuple[bytes, ...]],
-    before: list[tuple[tuple[bytes, ...], tuple[Packed, ...]] | None],
-) -> list[tuple[Packed, ...]]:
-    """Each slice's families deflated, but for those whose lines are what they were deflated
-    from before (comparing bytes costs a small part of deflating them)."""
-    return [
-        tuple(
-            old[1][f] if old is not None and old[0][f] == text else pack(text)
-            for f, text in enumerate(slice_texts)
-        )
-        for slice_texts, old in zip(texts, before, strict=True)
-    ]
+def _unchanged(
+    texts: tuple[bytes, ...], before: tuple[tuple[bytes, ...], tuple[Packed, ...]] | None
+) -> list[bytes | Packed]:
+    """A slice's families: the piece deflated before where its lines are what it was
+    deflated from (comparing bytes costs a small part of deflating them), else the lines."""
+    if before is None:
+        return list(texts)
+    return [old if text == was else text for text, was, old in zip(texts, *before, strict=True)]
+
+
+def _pack_rest(todo: list[list[bytes | Packed]]) -> list[tuple[Packed, ...]]:
+    """Each slice's pieces, the lines still to deflate deflated."""
+    return [tuple(x if isinstance(x, Packed) else pack(x) for x in row) for row in todo]
 
 
 def escape(value: str) -> str:

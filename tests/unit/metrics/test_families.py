@@ -107,6 +107,7 @@ async def test_a_change_while_deflating_is_sent_as_asked_for_and_not_kept(monkey
         return await real(fn, *args)
 
     monkeypatch.setattr(asyncio, "to_thread", change_meanwhile)
+    monkeypatch.setattr(text_module, "INLINE", 0)  # every deflate on the worker thread
     sent = await page.packed()
     monkeypatch.setattr(asyncio, "to_thread", real)
     assert unpacked([sent[1]]) == [b'a{node="n1"} 1.0\na{node="n2"} 1.0\n']
@@ -135,3 +136,21 @@ async def test_a_node_that_comes_keeps_the_pieces_of_the_slices_it_leaves_alone(
         b'a{node="n3"} 1.0\na{node="n4"} 1.0\n',
         b'b{node="n3"} 2.0\nb{node="n4"} 2.0\n',
     ]
+
+
+async def test_a_few_lines_are_deflated_on_the_loop_and_more_on_a_worker_thread(monkeypatch):
+    threads: list[object] = []
+    real = asyncio.to_thread
+
+    async def counted(fn, *args):
+        threads.append(fn)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    page = families("n1", "n2", "n3")
+    await page.packed()  # 4 pieces of ~20 bytes: well under INLINE
+    assert threads == []
+    monkeypatch.setattr(text_module, "INLINE", 20)
+    page.set("n1", lines("n1", "3.0"))  # 34 bytes of a's lines to deflate again
+    assert unpacked(await page.packed())[1] == b'a{node="n1"} 3.0\na{node="n2"} 1.0\n'
+    assert len(threads) == 1
