@@ -192,8 +192,8 @@ def create_app(core: Core) -> FastAPI:
 
         # Each piece is a few hundred nodes' lines of one family, joined as it is sent: the
         # whole page of a large fleet joined at once would hold the loop. Never gzip: its
-        # lines move with every report, and deflating the page at each scrape costs ~4x the
-        # CPU of sending it over loopback (bench/README.md, round 42).
+        # lines move with every report, and deflating the page at each scrape costs 3x the
+        # CPU of sending it over loopback (bench/metrics_gzip.py).
         return paced(core.sensors_page(), CONTENT_TYPE_LATEST)
 
     return app
