@@ -5,7 +5,8 @@ each with its own hostname and GPU UUIDs (bench/nodes.py) and its own readings, 
 process: no gRPC, no HTTP, no evaluator (no findings or recipe lines). Then, in CPU seconds
 of this process (the deflating worker thread included), median of --runs:
 
-- the /metrics node families' bytes, plain and gzip-encoded;
+- the /metrics node families' bytes, plain and gzip-encoded, and every piece of them
+  deflated at zlib's level 1 (the aggregator's) against level 6 (gzip's default);
 - a gzip render the first time (every slice deflated), with nothing changed, after one node's
   driver changed, and after `--heartbeats` nodes' report times moved (a scrape's share of
   the heartbeats between two back-to-back scrapes);
@@ -26,6 +27,7 @@ import statistics
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -124,7 +126,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         profile = Profile.collect("dgx-h100", Path(tmp))
     state, sensors = fleet(args.nodes, profile, rng)
-    plain = b"".join(node_series(state).render())
+    plain_pieces = node_series(state).render()
+    plain = b"".join(plain_pieces)
     runs: dict[str, list[float]] = {"first": [], "unchanged": [], "driver": [], "heartbeats": []}
     for _ in range(args.runs):
         nodes = node_series(state)  # nothing deflated yet, as after a start
@@ -141,6 +144,14 @@ async def main() -> None:
             nodes.seen(moved.name)
         runs["heartbeats"].append(await cpu(gzip_page(nodes)))
     gzipped = await gzip_page(nodes)
+    levels = {}
+    for level in (1, 6):
+        t = time.process_time()
+        size = sum(len(zlib.compress(x, level, wbits=-zlib.MAX_WBITS)) for x in plain_pieces)
+        levels[f"level_{level}"] = {
+            "bytes": size,
+            "cpu_ms": round((time.process_time() - t) * 1e3, 1),
+        }
     sensor_page = b"".join(sensors.pieces())
     deflate_s = [
         await cpu(asyncio.to_thread(lambda: [pack(x) for x in sensors.pieces()]))
@@ -161,6 +172,7 @@ async def main() -> None:
         "metrics_node_families": {
             "plain_bytes": len(plain),
             "gzip_bytes": len(gzipped),
+            "every_piece_deflated": levels,
             "render_gzip_cpu_ms": {
                 "first_every_slice": ms(runs["first"]),
                 "nothing_changed": ms(runs["unchanged"]),

@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 __all__ = ["Packed", "crc32_combine", "gzip_stream", "pack"]
 
-# Level 1: a changed slice of 500 nodes is deflated in a few milliseconds, at a size within
-# a tenth of level 6's on this text (bench/README.md, round 42).
+# zlib's fastest level: the node families of 10,000 nodes deflate in 40 % of level 6's CPU,
+# to 15 % more bytes (bench/metrics_gzip.py).
 LEVEL = 1
 
 # The gzip member's header (RFC 1952): deflate, no flags, no time, no extra flags, OS unknown.
