@@ -986,7 +986,6 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
     pages: dict[str, tuple[list[float], list[int], list[float], list[int]]] = {
         "metrics": ([], [], [], []),
         "sensors": ([], [], [], []),
-        "lag": ([], [], [], []),  # the commands' scrapes, not reported
     }
 
     def send(msg: tuple) -> None:
@@ -997,10 +996,10 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
         return http.client.HTTPConnection(address.host, address.port, timeout=120)
 
     def get(
-        http_conn: http.client.HTTPConnection, path: str, page: str
+        http_conn: http.client.HTTPConnection, path: str, page: str | None = None
     ) -> tuple[bytes, float] | None:
         """The page's body, decoded, and time.monotonic() (system-wide: the parent compares
-        it) as its last byte came, its figures added to `pages[page]`; None where the
+        it) as its last byte came, its figures added to `pages[page]` where given; None where the
         aggregator has no such page (404). A connection the server closed while idle (its
         keep-alive timeout) is opened again, once."""
         headers = {"Accept-Encoding": encoding}
@@ -1018,17 +1017,19 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
             return None
         if response.status != 200:
             raise RuntimeError(f"GET {path}: HTTP {response.status}")
-        seconds, sizes, decoding, decoded = pages[page]
-        seconds.append(received - t)
-        sizes.append(len(body))
-        if response.getheader("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-            decoding.append(time.perf_counter() - received)
-            decoded.append(len(body))
+        gzipped = response.getheader("Content-Encoding") == "gzip"
+        wire, body = len(body), gzip.decompress(body) if gzipped else body
+        if page is not None:
+            seconds, sizes, decoding, decoded = pages[page]
+            seconds.append(received - t)
+            sizes.append(wire)
+            if gzipped:
+                decoding.append(time.perf_counter() - received)
+                decoded.append(len(body))
         return body, came
 
     def lag(http_conn) -> tuple[dict | None, dict | None]:
-        text = get(http_conn, "/metrics", "lag")[0].decode()
+        text = get(http_conn, "/metrics")[0].decode()
         return histogram(text, LOOP_LAG), histogram(text, REPLY)
 
     def metrics() -> None:
@@ -1067,7 +1068,7 @@ def scraper_main(conn, base: str, sensors_every_s: float, encoding: str) -> None
             stop.set()
             for thread in threads:
                 thread.join()
-            send(("done", {k: pages[k] for k in ("metrics", "sensors")}, lag(commands)))
+            send(("done", pages, lag(commands)))
             return
 
 
