@@ -142,8 +142,16 @@ def _short(stack: str | None) -> str:
 def decide(pool: str, members: Iterable[Member], canary_label: str) -> Gate:
     """The gate of `pool` from its members (pure: tests hand it the members)."""
     members = list(members)
-    canaries = tuple(sorted((m for m in members if m.canary), key=lambda m: m.name))
     rest = Counter(m.stack for m in members if not m.canary and m.stack is not None)
+    return _verdict(pool, [m for m in members if m.canary], rest, len(members), canary_label)
+
+
+def _verdict(
+    pool: str, canaries: Iterable[Member], rest: Counter, nodes: int, canary_label: str
+) -> Gate:
+    """The gate of `pool` from its canaries and how many of its other `nodes` run each stack
+    (`rest`, no zero counts): the pool's size is only counted."""
+    canaries = tuple(sorted(canaries, key=lambda m: m.name))
     most = max(rest.values(), default=0)
     leaders = {s for s, n in rest.items() if n == most}
     pool_stack = next(iter(leaders)) if len(leaders) == 1 else None
@@ -174,7 +182,40 @@ def decide(pool: str, members: Iterable[Member], canary_label: str) -> Gate:
         reasons.extend(
             f"{m.name}: open {f.severity} {f.kind} finding {f.component}" for f in m.blocking
         )
-    return Gate(pool, not reasons, tuple(reasons), canaries, stack, pool_stack, len(members))
+    return Gate(pool, not reasons, tuple(reasons), canaries, stack, pool_stack, nodes)
+
+
+class _Pool:
+    """A pool's members as all() last saw them, with the stacks of those that are no
+    canary counted as members come and go: deciding its gate again after a node changed
+    costs its canaries and its distinct stacks, not its size (every /metrics scrape
+    decides the pools of the nodes touched since the one before)."""
+
+    __slots__ = ("canaries", "members", "rest")
+
+    def __init__(self) -> None:
+        self.members: dict[str, Member] = {}
+        self.canaries: dict[str, Member] = {}
+        self.rest: Counter[str] = Counter()
+
+    def add(self, member: Member) -> None:
+        self.members[member.name] = member
+        if member.canary:
+            self.canaries[member.name] = member
+        elif member.stack is not None:
+            self.rest[member.stack] += 1
+
+    def remove(self, name: str) -> None:
+        member = self.members.pop(name)
+        if member.canary:
+            del self.canaries[name]
+        elif member.stack is not None:
+            self.rest[member.stack] -= 1
+            if not self.rest[member.stack]:
+                del self.rest[member.stack]
+
+    def decide(self, pool: str, canary_label: str) -> Gate:
+        return _verdict(pool, self.canaries.values(), self.rest, len(self.members), canary_label)
 
 
 class Gates:
@@ -197,7 +238,7 @@ class Gates:
         # ran, or every pool once a validation run is recorded: a scrape costs what changed.
         self._version: int | None = None  # stacks.version all() last ran at; None: never
         self._touched: set[str] = set()
-        self._members: dict[str, dict[str, Member]] = {}  # pool -> node -> as all() saw it
+        self._pools: dict[str, _Pool] = {}
         self._pool_of: dict[str, str] = {}
         self._gates: dict[str, Gate] = {}
 
@@ -225,7 +266,7 @@ class Gates:
         """Every pool's gate; decided again only where something changed since last time."""
         if self._version != self._stacks.version:
             self._version = self._stacks.version
-            self._members, self._pool_of, self._gates = {}, {}, {}
+            self._pools, self._pool_of, self._gates = {}, {}, {}
             self._touched = {name for names in self._evaluator.pools.values() for name in names}
         if self._touched:
             # Walking every result is only needed for a canary's validated stack.
@@ -233,21 +274,21 @@ class Gates:
             for name in self._touched:
                 left = self._pool_of.pop(name, None)
                 if left is not None:
-                    del self._members[left][name]
+                    self._pools[left].remove(name)
                     stale.add(left)
                 pool = self._evaluator.pool_of(name)
                 member = None if pool is None else self._member(name, latest)
                 if pool is not None and member is not None:
-                    self._members.setdefault(pool, {})[name] = member
+                    self._pools.setdefault(pool, _Pool()).add(member)
                     self._pool_of[name] = pool
                     stale.add(pool)
             self._touched.clear()
             for pool in stale:
-                members = self._members.get(pool)
-                if members:
-                    self._gates[pool] = decide(pool, members.values(), self._settings.canary_label)
+                held = self._pools.get(pool)
+                if held is not None and held.members:
+                    self._gates[pool] = held.decide(pool, self._settings.canary_label)
                 else:
-                    self._members.pop(pool, None)
+                    self._pools.pop(pool, None)
                     self._gates.pop(pool, None)
         return [self._gates[pool] for pool in sorted(self._gates)]
 

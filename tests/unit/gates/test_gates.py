@@ -227,6 +227,36 @@ def test_a_node_that_moves_or_goes_leaves_its_pools_gate():
     assert set(_gates(gates)) == {"ubuntu"}, "a pool without nodes has no gate"
 
 
+def test_a_pools_stack_counts_follow_its_nodes_from_scrape_to_scrape():
+    state, evaluator, _, gates = _pools()
+    for name, stack in (("u-1", OLD), ("u-2", OLD), ("canary", NEW)):
+        state.get(name).stack_hash = stack  # type: ignore[union-attr]
+        gates.touched(name)
+    ubuntu = _gates(gates)["ubuntu"]
+    assert (ubuntu.pool_stack, ubuntu.stack, ubuntu.nodes) == (OLD, NEW, 3)
+
+    def move(name: str, stack: str) -> Gate:
+        state.get(name).stack_hash = stack  # type: ignore[union-attr]
+        gates.touched(name)
+        return _gates(gates)["ubuntu"]
+
+    assert move("u-1", NEW).pool_stack is None, "one node on each stack: a tie"
+    assert move("u-2", NEW).pool_stack == NEW
+    assert move("u-2", OLD).pool_stack is None, "a node counted once, on its last stack"
+    state.remove("u-2")
+    evaluator.forget("u-2")
+    gates.touched("u-2")
+    ubuntu = _gates(gates)["ubuntu"]
+    assert (ubuntu.pool_stack, ubuntu.nodes) == (NEW, 2)
+    unlabelled = state.get("canary")
+    unlabelled.facts = {"host.os_id": Reading.ok("ubuntu")}  # type: ignore[union-attr]
+    evaluator.node_changed(unlabelled)  # type: ignore[arg-type]
+    gates.touched("canary")
+    ubuntu = _gates(gates)["ubuntu"]
+    assert (ubuntu.pool_stack, ubuntu.canaries, ubuntu.nodes) == (NEW, (), 2)
+    assert ubuntu.reasons[0].startswith("no canary nodes")
+
+
 def test_a_recorded_validation_run_decides_every_pool_again():
     _, _, stacks, gates = _pools()
     first = _gates(gates)
