@@ -37,7 +37,7 @@ from plumb.facts import Reading
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 
 
-def fleet(n: int, canaries: int, profile: Profile) -> tuple[LiveState, Evaluator, Gates]:
+def fleet(n: int, canaries: int, profile: Profile) -> tuple[LiveState, Gates]:
     """N connected, evaluated nodes of `profile`, the first `canaries` labelled canary."""
     catalog = load_catalog()
     state = LiveState()
@@ -58,7 +58,7 @@ def fleet(n: int, canaries: int, profile: Profile) -> tuple[LiveState, Evaluator
         node.stack_hash, node.stack_since = stack_hash(node.facts, paths), AT
         evaluator.node_changed(node)
     gates = Gates(state, evaluator, ValidatedStacks(state, dict), dict, GateSettings())
-    return state, evaluator, gates
+    return state, gates
 
 
 def cpu_ms(prepare: Callable[[], None], gates: Gates, runs: int) -> float:
@@ -82,7 +82,7 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         profile = Profile.collect("dgx-h100", Path(tmp))
-    state, evaluator, gates = fleet(args.nodes, args.canaries, profile)
+    state, gates = fleet(args.nodes, args.canaries, profile)
     t = time.process_time()
     first = gates.all()
     first_ms = (time.process_time() - t) * 1000
