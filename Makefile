@@ -37,7 +37,7 @@ unit: $(STAMP)
 	PLUMB_HELM=$(HELM) $(BIN)/pytest tests/unit
 
 integration: $(STAMP)
-	PLUMB_HELM=$(HELM) $(BIN)/pytest tests/integration
+	PLUMB_HELM=$(HELM) $(BIN)/pytest tests/integration --durations=10
 
 proto: $(STAMP)
 	scripts/gen-proto.sh

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from timeouts import scaled
 
 from plumb.aggregator.k8s.lease import LeaderElector, LeaseTiming
 
@@ -77,7 +78,7 @@ async def test_one_of_two_replicas_leads(api, namespace):
     a = LeaderElector(api, namespace, "one-leader", "replica-a", FAST)
     b = LeaderElector(api, namespace, "one-leader", "replica-b", FAST)
     task_a = asyncio.create_task(a.run())
-    await wait_leader(a, 5)
+    await wait_leader(a, scaled(5))
     task_b = asyncio.create_task(b.run())
     try:
         # b sees a live holder for several rounds and stays a follower.
@@ -95,7 +96,7 @@ async def test_a_clean_shutdown_hands_the_lease_over_at_once(api, namespace):
     a = LeaderElector(api, namespace, "clean-handover", "replica-a", FAST)
     b = LeaderElector(api, namespace, "clean-handover", "replica-b", FAST)
     task_a = asyncio.create_task(a.run())
-    await wait_leader(a, 5)
+    await wait_leader(a, scaled(5))
     task_b = asyncio.create_task(b.run())
     try:
         await asyncio.sleep(FAST.retry_period_s * 3)
@@ -112,7 +113,7 @@ async def test_a_clean_shutdown_hands_the_lease_over_at_once(api, namespace):
 
 async def test_killing_the_leader_hands_the_lease_over(api, namespace, replica_process):
     leader = replica_process("killed-leader", "replica-a")
-    line = await asyncio.wait_for(asyncio.to_thread(leader.stdout.readline), timeout=20)
+    line = await asyncio.wait_for(asyncio.to_thread(leader.stdout.readline), timeout=scaled(20))
     assert line.strip() == "leader", line
     b = LeaderElector(api, namespace, "killed-leader", "replica-b", FAST)
     task_b = asyncio.create_task(b.run())
