@@ -151,10 +151,11 @@ def from_proto(report: facts_pb2.SensorReport) -> tuple[GpuSensors, ...]:
         seen.add(msg.index)
         values: list[int | float | None] = [msg.index]
         for wire, scale, bound in _WIRE:
-            if not msg.HasField(wire):
+            value = getattr(msg, wire)
+            # Only a 0 may be unset (proto3 presence): HasField is the dearer call.
+            if not value and not msg.HasField(wire):
                 values.append(None)
                 continue
-            value = getattr(msg, wire)
             if value > bound:
                 raise SensorsError(
                     f"gpus[{i}].{wire}: {value} is beyond {bound}, which no GPU reports"

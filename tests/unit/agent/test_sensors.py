@@ -70,6 +70,25 @@ def test_readings_survive_the_wire_in_nvmls_integer_units():
     assert from_proto(type(message).FromString(message.SerializeToString())) == (gpu,)
 
 
+def test_a_reading_of_zero_stays_zero_and_an_unread_one_stays_none():
+    # An idle GPU reads 0 % busy and 0 errors; a GPU that does not support a counter has none.
+    idle = GpuSensors(
+        2,
+        gpu_utilization_ratio=0.0,
+        memory_utilization_ratio=0.0,
+        clock_event_reasons=0,
+        ecc_corrected_volatile=0,
+        pcie_replay_count=0,
+    )
+    message = to_proto([idle])
+    assert message.gpus[0].HasField("pcie_replay_count")
+    assert not message.gpus[0].HasField("nvlink_replay_errors")
+    (back,) = from_proto(type(message).FromString(message.SerializeToString()))
+    assert back == idle
+    assert back.gpu_utilization_ratio == 0.0 and back.pcie_replay_count == 0
+    assert back.nvlink_replay_errors is None and back.temperature_celsius is None
+
+
 def test_every_reading_lands_in_its_own_field():
     gpu = GpuSensors(
         5,
