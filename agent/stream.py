@@ -5,11 +5,15 @@ only deltas; a heartbeat carries the content hash so the aggregator can tell whe
 has lost track. Hello carries the hash of the last facts sent, on any stream: when the
 aggregator's Welcome says it holds those (`resumed`, as after its own restart), the full
 facts stay home and the first poll, at once, sends what changed since as a delta. Sensor
-readings travel apart: a SensorReport at most every `sensor_interval_s`, once the session
-has sent (or resumed) its full facts, never diffed or hashed. Where the aggregator's Welcome
+readings travel apart: a SensorReport every `sensor_interval_s`, once the session has sent
+(or resumed) its full facts, never diffed or hashed. Where the aggregator's Welcome
 says it takes them so (ReportSettings.sensors_heartbeat), each report also carries what a
 heartbeat would, and stands in for it: a node with readings sends one message per interval,
 not two, and heartbeats only when no report went out.
+A session's polls and its reports each keep an interval from the second on; the gap between
+the first and the second is drawn from [interval/2, 3 interval/2) (`spread`). Agents
+welcomed together (an aggregator restart, a rack powering on) otherwise send together at
+every interval after, and the aggregator takes the whole fleet's reports in bursts.
 Connections are retried forever: once the aggregator accepts TCP again, after a delay
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
@@ -302,11 +306,12 @@ class StreamClient:
     async def _report(self, call: grpc.aio.StreamStreamCall) -> None:
         """Full facts first, unless the session resumed the last ones sent (seq 0, polled
         again at once); then per poll a delta, a resync's full facts, or a heartbeat when
-        nothing told the aggregator the facts are as held for a heartbeat interval.
+        nothing told the aggregator the facts are as held for a heartbeat interval. The poll
+        after the first facts sent (or the first poll) is `spread` over a poll interval.
 
         Runs until the session cancels it (the stream ended, or the agent is stopping).
         """
-        wait_s = self._settings.poll_interval_s
+        poll_s = self._settings.poll_interval_s
         if self._resumed and self._sent is not None:
             seq, (facts, digest), wait_s = 0, self._sent, 0.0
             self._live = (seq, digest)
@@ -316,6 +321,7 @@ class StreamClient:
             digest = wire.content_digest(facts)
             await self._send(call, _full(seq, digest, facts), (seq, digest))
             self._sent = (facts, digest)
+            wait_s = spread(poll_s)
         self._facts_sent.set()
         beat_s = self._heartbeat_s
         if self._sensors_beat and self._settings.sensor_interval_s <= self._heartbeat_s:
@@ -325,7 +331,7 @@ class StreamClient:
             beat_s += self._settings.poll_interval_s
         while True:
             await woken(self._resync, timeout_s=wait_s)
-            wait_s = self._settings.poll_interval_s
+            wait_s = poll_s if wait_s else spread(poll_s)  # 0: a resumed session's first poll
             current = await self._read_node(self._collect)
             if self._resync.is_set():
                 self._resync.clear()
@@ -345,7 +351,8 @@ class StreamClient:
             facts = current
 
     async def _report_sensors(self, call: grpc.aio.StreamStreamCall) -> None:
-        """Once the full facts are out, the GPUs' latest readings every `sensor_interval_s`.
+        """Once the full facts are out, the GPUs' latest readings at once and then every
+        `sensor_interval_s`, the second report `spread` over the first interval.
 
         Read only when one is due: the aggregator keeps the latest value alone, so a reading
         between reports would be thrown away unseen. A read that raises is skipped (heartbeats
@@ -354,14 +361,15 @@ class StreamClient:
         if self._sense is None:
             return
         await self._facts_sent.wait()
+        every = self._settings.sensor_interval_s
+        wait_s = spread(every)
         failing: str | None = None  # the error reads raise now
         while True:
             try:
                 gpus = await self._read_node(self._sense)
             except Exception as exc:  # NVML lost mid-session: say so, keep the stream, try again
                 if str(exc) != failing:
-                    every = self._settings.sensor_interval_s
-                    log.warning("sensor read failed", extra={"error": str(exc), "retry_s": every})
+                    log.warning("sensor read failed", extra={"error": str(exc), "retry_s": wait_s})
                 failing, gpus = str(exc), []
             else:
                 if failing is not None:
@@ -369,12 +377,21 @@ class StreamClient:
                 failing = None
             if gpus:
                 await self._send_sensors(call, gpus)
-            await asyncio.sleep(self._settings.sensor_interval_s)
+            await asyncio.sleep(wait_s)
+            wait_s = every
 
     async def _read_node(self, read: Callable[[], T]) -> T:
         """`read()` on a worker thread (NVML may stall), never beside another read."""
         async with self._reading:
             return await asyncio.to_thread(read)
+
+
+def spread(interval_s: float, rng: random.Random | None = None) -> float:
+    """The gap between a session's first periodic send and its second, drawn uniformly from
+    [interval/2, 3 interval/2): whenever agents were welcomed, their sends fall evenly over
+    the interval from the second on, and the gap is an interval on average, so spreading
+    sends no more messages than not."""
+    return interval_s * (0.5 + (rng or random).random())
 
 
 def reconnect_delay(

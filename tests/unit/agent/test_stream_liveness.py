@@ -1,6 +1,8 @@
 """The agent's reporter: a SensorReport stands in for the heartbeat where the aggregator's
 Welcome says it takes it so, and heartbeats go out as before where it does not, or where the
-node has no readings to report.
+node has no readings to report. A session's second poll and second report come at a random
+point of their first interval (`spread`), so that agents welcomed together do not send
+together ever after.
 
 The aggregator is a stand-in gRPC server in the test, recording what the agent sends.
 """
@@ -9,12 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import statistics
+import time
 
 import grpc
+import pytest
 
 from plumb import facts as wire
+from plumb.agent import stream
 from plumb.agent.settings import StreamSettings
-from plumb.agent.stream import Identity, StreamClient
+from plumb.agent.stream import Identity, StreamClient, spread
 from plumb.sensors import GpuSensors
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
@@ -47,9 +54,16 @@ class Records(agent_pb2_grpc.AgentServiceServicer):
             await self.sent.put(msg)
 
 
-async def streamed(sensors_heartbeat: bool, gpus: list[GpuSensors], until, sense=None) -> list:
-    """What an agent with readings `gpus` (or from `sense`) sent, after its full facts, until
-    `until(sent)`."""
+async def streamed(
+    sensors_heartbeat: bool,
+    gpus: list[GpuSensors],
+    until,
+    sense=None,
+    collect=lambda: FACTS,
+    settings: StreamSettings = SETTINGS,
+) -> list:
+    """What an agent with readings `gpus` (or from `sense`) and facts from `collect` sent,
+    after its full facts, until `until(sent)`."""
     servicer = Records(sensors_heartbeat)
     server = grpc.aio.server()
     agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
@@ -59,8 +73,8 @@ async def streamed(sensors_heartbeat: bool, gpus: list[GpuSensors], until, sense
     client = StreamClient(
         f"127.0.0.1:{port}",
         Identity("gpu-1", "test", "b-1"),
-        lambda: FACTS,
-        SETTINGS,
+        collect,
+        settings,
         sense=sense or (lambda: gpus),
     )
     agent = asyncio.create_task(client.run(stop))
@@ -121,3 +135,82 @@ async def test_a_sensor_read_that_raises_is_logged_once_and_the_next_good_one_re
     (recovered,) = [r for r in caplog.records if r.getMessage() == "sensor reads recovered"]
     assert recovered.error_was == "NVML_ERROR_UNKNOWN"
     assert kinds(sent).count("sensors") >= 3
+
+
+class Draw(random.Random):
+    """A generator whose `random()` is always `value`."""
+
+    def __init__(self, value: float):
+        super().__init__()
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+@pytest.mark.parametrize(("draw", "gap_s"), [(0.0, 15.0), (0.5, 30.0), (0.9, 42.0)])
+def test_a_spread_gap_runs_from_half_an_interval_to_one_and_a_half(draw, gap_s):
+    # random() is in [0, 1): a 30 s interval gives gaps from 15 s up to (not including) 45 s.
+    assert spread(30.0, Draw(draw)) == pytest.approx(gap_s)
+
+
+def test_a_fleet_welcomed_at_once_sends_its_second_reports_evenly_over_an_interval():
+    rng = random.Random(7)
+    gaps = [spread(30.0, rng) for _ in range(10_000)]
+    assert 15.0 <= min(gaps) < 15.3 and 44.7 < max(gaps) < 45.0
+    assert abs(statistics.mean(gaps) - 30.0) < 0.3  # as many messages as without spreading
+    tenths = [0] * 10
+    for gap in gaps:
+        tenths[min(int((gap - 15.0) / 3.0), 9)] += 1
+    assert max(tenths) < 1_200, tenths  # no tenth of the 30 s holds over 12 %
+
+
+def timed(read, log: list[float]):
+    """`read`, noting when each call is made."""
+
+    def timed_read():
+        log.append(time.monotonic())
+        return read()
+
+    return timed_read
+
+
+async def test_the_second_sensor_report_comes_at_the_spread_point_then_every_interval(
+    monkeypatch,
+):
+    monkeypatch.setattr(stream, "spread", lambda interval_s, rng=None: interval_s / 20)
+    reads: list[float] = []
+    settings = StreamSettings(poll_interval_s=60, sensor_interval_s=2.0)
+    sent = await streamed(
+        True,
+        GPUS,
+        lambda s: kinds(s).count("sensors") >= 3,
+        sense=timed(lambda: GPUS, reads),
+        settings=settings,
+    )
+    assert kinds(sent).count("sensors") == 3
+    first, second, third = reads[:3]
+    assert second - first < 1.0  # a twentieth of the interval (0.1 s), not all of it
+    assert third - second >= 1.9  # then the interval
+
+
+async def test_the_first_poll_comes_at_the_spread_point_then_every_poll_interval(monkeypatch):
+    monkeypatch.setattr(stream, "spread", lambda interval_s, rng=None: interval_s / 20)
+    polls: list[float] = []
+    versions = iter(range(1_000))
+
+    def changing() -> dict:  # every poll finds a new driver, so every poll sends a delta
+        return {"driver.driver_version": wire.Reading.ok(f"580.{next(versions)}")}
+
+    settings = StreamSettings(poll_interval_s=2.0, sensor_interval_s=60)
+    sent = await streamed(
+        True,
+        [],
+        lambda s: kinds(s).count("delta") >= 2,
+        collect=timed(changing, polls),
+        settings=settings,
+    )
+    assert kinds(sent) == ["delta", "delta"]
+    full_facts, first, second = polls[:3]
+    assert first - full_facts < 1.0  # a twentieth of the poll interval (0.1 s)
+    assert second - first >= 1.9
