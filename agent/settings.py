@@ -16,9 +16,10 @@ class StreamSettings(BaseModel):
     # Poll NVML and the host this often; 10 s keeps NVML's cost negligible on a busy node,
     # 0.2 s is the floor the simulator and the latency benchmark use.
     poll_interval_s: float = Field(10.0, ge=0.2)
-    # GPU sensor readings (temperature, power, clocks, utilisation) go out at most this often,
-    # as one SensorReport holding only the latest values: 30 s is the interval the chart
-    # scrapes /metrics/sensors at and dcgm-exporter's default collection interval, so each
+    # GPU sensor readings (temperature, power, clocks, utilisation) go out this often, as one
+    # SensorReport holding only the latest values (a session's second report half an interval
+    # to one and a half after its first: stream.spread): 30 s is the interval the chart
+    # scrapes /metrics/sensors at and dcgm-exporter's default collection interval, so a
     # scrape sees a fresh reading and nothing between scrapes is sent. Every report costs the
     # aggregator a message: at 10,000 nodes, 15 s would be 667 a second.
     sensor_interval_s: float = Field(30.0, ge=0.2)
