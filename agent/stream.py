@@ -369,7 +369,9 @@ class StreamClient:
                 gpus = await self._read_node(self._sense)
             except Exception as exc:  # NVML lost mid-session: say so, keep the stream, try again
                 if str(exc) != failing:
-                    log.warning("sensor read failed", extra={"error": str(exc), "retry_s": wait_s})
+                    log.warning(
+                        "sensor read failed", extra={"error": str(exc), "retry_s": round(wait_s, 1)}
+                    )
                 failing, gpus = str(exc), []
             else:
                 if failing is not None:

@@ -1,8 +1,8 @@
 """The agent's reporter: a SensorReport stands in for the heartbeat where the aggregator's
 Welcome says it takes it so, and heartbeats go out as before where it does not, or where the
-node has no readings to report. A session's second poll and second report come at a random
-point of their first interval (`spread`), so that agents welcomed together do not send
-together ever after.
+node has no readings to report. A session's second poll and second report come a random
+half to one and a half intervals after its first (`spread`), so that agents welcomed together
+do not send together ever after.
 
 The aggregator is a stand-in gRPC server in the test, recording what the agent sends.
 """
