@@ -8,7 +8,9 @@ GPU series carries `node` and `gpu` only; `plumb_gpu_info` (on /metrics) carries
 dcgm-exporter's `UUID`, `pci_bus_id` and `model_name` for that GPU, so
 `* on (node, gpu) group_left (UUID, model_name) plumb_gpu_info` joins them in. The error
 counts are counters (`_total`: rate() reads them, resets included); the clock-event mask is
-one 0/1 gauge per reason, since PromQL cannot test a bit. The power limit, a fact, is
+a gauge of 1 per reason it holds, since PromQL cannot test a bit, and no series for a reason
+it does not: a series for each of the seven, nearly all 0, was a third of the page's bytes
+and over a quarter of its series (bench/README.md, round 46). The power limit, a fact, is
 rendered here beside the draw with the same labels, so draw / limit divides in one scrape.
 
 A report costs what changed: each GPU's lines are kept with the readings they show and
@@ -68,7 +70,8 @@ FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("plumb_gpu_memory_used_bytes", "GPU memory in use.", "gauge", "memory_used_bytes"),
     (
         "plumb_gpu_clock_event_active",
-        "1 while this reason holds the GPU's clocks below their maximum (NVML clock events).",
+        "1 while this reason holds the GPU's clocks below their maximum (NVML clock events); "
+        "no series while it does not.",
         "gauge",
         CLOCK_EVENTS,
     ),
@@ -202,12 +205,13 @@ class _NodeLines:
             if source == CLOCK_EVENTS:
                 mask = gpu.clock_event_reasons
                 out.append(
-                    ""
-                    if mask is None
-                    else "".join(
-                        f"{p}{'1.0' if mask & bit else '0.0'}\n"
+                    "".join(
+                        f"{p}1.0\n"
                         for p, (_, bit) in zip(prefix, _REASONS, strict=True)
+                        if mask & bit
                     )
+                    if mask
+                    else ""
                 )
                 continue
             value = self.limits.get(gpu.index) if source == POWER_LIMIT else getattr(gpu, source)

@@ -88,7 +88,7 @@ def test_each_reading_is_a_gauge_labelled_with_its_node_and_gpu():
                 (
                     "plumb_gpu_clock_event_active",
                     "1 while this reason holds the GPU's clocks below their maximum (NVML "
-                    "clock events).",
+                    "clock events); no series while it does not.",
                     "gauge",
                 ),
                 (
@@ -147,7 +147,7 @@ def test_a_new_report_shows_at_once_and_a_gone_one_drops_its_series():
     assert "{" not in _text(series)
 
 
-def test_clock_events_are_a_gauge_per_reason_and_counters_are_totals():
+def test_clock_events_are_a_gauge_per_active_reason_and_counters_are_totals():
     state = LiveState()
     node = state.node("n1", AT)
     node.facts = FACTS
@@ -166,22 +166,36 @@ def test_clock_events_are_a_gauge_per_reason_and_counters_are_totals():
     text = _render(state)
     families = {f.name: f for f in text_string_to_metric_families(text)}
     active = {s.labels["reason"]: s.value for s in families["plumb_gpu_clock_event_active"].samples}
-    # 0x400 is no reason Plumb exports; the seven it does are each 0 or 1.
-    assert active == {
-        "gpu_idle": 0.0,
-        "sw_power_cap": 1.0,
-        "hw_slowdown": 0.0,
-        "sync_boost": 0.0,
-        "sw_thermal_slowdown": 0.0,
-        "hw_thermal_slowdown": 0.0,
-        "hw_power_brake_slowdown": 1.0,
-    }
+    # 0x400 is no reason Plumb exports; of the seven it does, only the two set have a series.
+    assert active == {"sw_power_cap": 1.0, "hw_power_brake_slowdown": 1.0}
     assert f'plumb_gpu_clock_event_active{{{LABELS},reason="sw_power_cap"}} 1.0\n' in text
     assert f"plumb_gpu_pcie_replays_total{{{LABELS}}} 150.0\n" in text
     assert f"plumb_gpu_ecc_corrected_aggregate_total{{{LABELS}}} 3400.0\n" in text
     assert f"plumb_gpu_nvlink_crc_flit_errors_total{{{LABELS}}} 7.0\n" in text
     assert families["plumb_gpu_pcie_replays"].type == "counter"  # the parser drops _total
     assert [s.value for s in families["plumb_gpu_pcie_replays"].samples] == [150.0]
+
+
+def test_a_reason_that_ends_takes_its_series_with_it():
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = FACTS
+    node.sensors = Sensors(AT, (GpuSensors(0, clock_event_reasons=0x8 | 0x40),))
+    series = SensorSeries(state, Membership("r1", tailing=False))
+    series.touched("n1")
+    text = _text(series)
+    assert f'plumb_gpu_clock_event_active{{{LABELS},reason="hw_slowdown"}} 1.0\n' in text
+    assert f'plumb_gpu_clock_event_active{{{LABELS},reason="hw_thermal_slowdown"}} 1.0\n' in text
+    node.sensors = Sensors(AT, (GpuSensors(0, clock_event_reasons=0x8),))  # cooled down
+    series.touched("n1")
+    text = _text(series)
+    assert f'plumb_gpu_clock_event_active{{{LABELS},reason="hw_slowdown"}} 1.0\n' in text
+    assert "hw_thermal_slowdown" not in text
+    # Full clocks (mask 0) and a GPU that cannot say (None) alike: no clock-event series.
+    for mask in (0, None):
+        node.sensors = Sensors(AT, (GpuSensors(0, clock_event_reasons=mask),))
+        series.touched("n1")
+        assert "plumb_gpu_clock_event_active{" not in _text(series)
 
 
 def test_a_report_formats_only_the_gpus_whose_readings_moved():
