@@ -2,12 +2,14 @@
 
 Builds one dgx-h100 node (8 GPUs) from the agent's collectors on the simulated node, as
 fleet.py does, and feeds it reports in which 30 % of its GPUs (`--churn`) are 1 °C warmer
-every other report, as `fleet.py --sensor-churn 0.3` sends them. Each report goes the way
-the servicer takes one: `ConnectRequest` parsed from its bytes, `limits.check_sensors`, the
-node's readings replaced, then what the intake tells (`MetricsPage.sensed`). The process CPU
-time per report is the figure, the median of `--repeat` passes over the reports (this
-machine's timing moves by a third from pass to pass), with the decode's share (parse and
-checks) apart; `--profile` prints cProfile's top functions.
+every other report, as `fleet.py --sensor-churn 0.3` sends them; `--moving` names the
+readings that move (a busy GPU's power, clocks, utilisation and memory move together). Each
+report goes the way the servicer takes one: `ConnectRequest` parsed from its bytes,
+`limits.check_sensors`, the node's readings replaced, then what the intake tells
+(`MetricsPage.sensed`). The process CPU time per report is the figure, the median of
+`--repeat` passes over the reports (this machine's timing moves by a third from pass to
+pass), with the decode's share (parse and checks) apart; `--profile` prints cProfile's top
+functions.
 
 `--before FILE` measures a former metrics/sensors.py instead (e.g. `git show
 e8c8a2a:aggregator/metrics/sensors.py > /tmp/old.py`), with what a report touched then: that
@@ -50,8 +52,19 @@ from plumb.facts import content_hash
 from plumb.sensors import to_proto
 from plumb.v1 import agent_pb2
 
+# How far each reading `--moving` may name moves every other report, in GpuSensors units.
+STEPS = {
+    "temperature_celsius": 1,
+    "power_draw_watts": 1.0,
+    "sm_clock_mhz": 15,
+    "memory_clock_mhz": 1,
+    "gpu_utilization_ratio": 0.01,
+    "memory_utilization_ratio": 0.01,
+    "memory_used_bytes": 1 << 20,
+}
 
-def _reports(n: int, churn: float, work: Path) -> tuple[dict, list[bytes]]:
+
+def _reports(n: int, churn: float, fields: list[str], work: Path) -> tuple[dict, list[bytes]]:
     """The node's facts, and `n` serialized ConnectRequests carrying its readings."""
     sources = Simulation(str(profile_path("dgx-h100")), "n", work).sources()
     facts, readings = collect_all(sources), sensors.read(sources)
@@ -60,8 +73,14 @@ def _reports(n: int, churn: float, work: Path) -> tuple[dict, list[bytes]]:
     out = []
     for i in range(n):
         gpus = [
-            g._replace(temperature_celsius=g.temperature_celsius + i % 2)
-            if g.index in moving and g.temperature_celsius is not None
+            g._replace(
+                **{
+                    f: getattr(g, f) + STEPS[f] * (i % 2)
+                    for f in fields
+                    if getattr(g, f) is not None
+                }
+            )
+            if g.index in moving
             else g
             for g in readings
         ]
@@ -73,6 +92,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reports", type=int, default=20000)
     p.add_argument("--churn", type=float, default=0.3)
+    p.add_argument(
+        "--moving",
+        default="temperature_celsius",
+        help=f"the readings that move on a moving GPU, comma-separated, of: {', '.join(STEPS)}",
+    )
     p.add_argument("--repeat", type=int, default=5, help="passes over the reports")
     p.add_argument("--before", type=Path, help="a former metrics/sensors.py to measure")
     p.add_argument("--profile", action="store_true")
@@ -80,7 +104,10 @@ def main() -> None:
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        facts, reports = _reports(args.reports, args.churn, Path(tmp))
+        fields = args.moving.split(",")
+        if unknown := set(fields) - STEPS.keys():
+            p.error(f"--moving: no such reading {sorted(unknown)}; pick from {', '.join(STEPS)}")
+        facts, reports = _reports(args.reports, args.churn, fields, Path(tmp))
     catalog = load_catalog()
     state = LiveState()
     node = state.node("n1", utcnow())
@@ -135,6 +162,7 @@ def main() -> None:
         "code": str(args.before) if args.before else "this tree",
         "reports": len(reports),
         "churn": args.churn,
+        "moving": fields,
         "cpu_us_per_report": round(statistics.median(per_us), 1),
         "decode_us_per_report": round(statistics.median(decode_us), 1),
         "passes_us_per_report": [round(us, 1) for us in per_us],

@@ -13,15 +13,15 @@ it does not: a series for each of the seven, nearly all 0, was a third of the pa
 and over a quarter of its series (bench/README.md, round 46). The power limit, a fact, is
 rendered here beside the draw with the same labels, so draw / limit divides in one scrape.
 
-A report costs what changed: each GPU's lines are kept with the readings they show and
-formatted again only when those readings move, with each GPU's label prefixes made once per
-facts version. A scrape joins the kept bytes a slice of nodes at a time, and only the slices
+A report costs what changed: each GPU's lines are kept with the readings they show, only
+the readings that moved are formatted again and only the families they are in joined again,
+with each GPU's label prefixes made once per facts version. A scrape joins the kept bytes a slice of nodes at a time, and only the slices
 whose nodes reported since (metrics/text.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client.utils import floatToGoString
 
@@ -120,6 +120,15 @@ TIMESTAMP = (
 
 _REASONS = tuple(CLOCK_EVENT_REASONS.items())
 _SOURCES = tuple(f[3] for f in FAMILIES)
+# Per family, the position in GpuSensors of the reading its lines show; None for the power
+# limit, a fact, the same for a node's facts version.
+_FIELDS = tuple(
+    None
+    if source == POWER_LIMIT
+    else GpuSensors._fields.index("clock_event_reasons" if source == CLOCK_EVENTS else source)
+    for source in _SOURCES
+)
+_ALL = range(len(FAMILIES))
 
 
 class SensorSeries:
@@ -163,10 +172,21 @@ class SensorSeries:
 
 
 class _NodeLines:
-    """One node's label prefixes (per facts version) and its GPUs' lines with the readings
-    they show, so a report formats only the GPUs whose readings moved."""
+    """One node's label prefixes (per facts version), its GPUs' lines with the readings they
+    show and its families' blocks, so a report formats only the readings that moved and joins
+    only the families they are in."""
 
-    __slots__ = ("facts", "gpus", "limits", "name", "prefixes", "sensors", "stamp")
+    __slots__ = (
+        "blocks",
+        "facts",
+        "gpus",
+        "limits",
+        "name",
+        "order",
+        "prefixes",
+        "sensors",
+        "stamp",
+    )
 
     def __init__(self, node: NodeState):
         self.facts = node.facts
@@ -178,33 +198,48 @@ class _NodeLines:
         }
         self.prefixes: dict[int, tuple] = {}
         self.gpus: dict[int, tuple[GpuSensors, tuple[str, ...]]] = {}
+        self.order: tuple[int, ...] | None = None  # the GPUs' indices in `blocks`' order
+        self.blocks = [b""] * len(FAMILIES)  # per family, every GPU's lines of it
 
     def render(self, sensors: Sensors) -> tuple[bytes, ...]:
         """One bytes per family (FAMILIES order), then the node's timestamp line."""
         self.sensors = sensors
+        order = tuple(gpu.index for gpu in sensors.gpus)
+        moved: set[int] | range = _ALL if order != self.order else set()
         rows = []
         for gpu in sensors.gpus:
             held = self.gpus.get(gpu.index)
-            if held is None or held[0] != gpu:
-                held = self.gpus[gpu.index] = (gpu, self._gpu_lines(gpu))
+            if held is None:
+                held = self.gpus[gpu.index] = (gpu, self._gpu_lines(gpu, _ALL, None))
+            elif held[0] != gpu:
+                changed = [
+                    k for k, f in enumerate(_FIELDS) if f is not None and gpu[f] != held[0][f]
+                ]
+                held = self.gpus[gpu.index] = (gpu, self._gpu_lines(gpu, changed, held[1]))
+                if isinstance(moved, set):
+                    moved.update(changed)
             rows.append(held[1])
-        if len(self.gpus) > len(rows):  # a GPU left the report: forget its lines
-            reported = {g.index for g in sensors.gpus}
-            self.gpus = {i: held for i, held in self.gpus.items() if i in reported}
+        if order != self.order:  # a GPU came or left the report: forget any that left
+            self.gpus = {i: self.gpus[i] for i in order}
+            self.order = order
+        for k in moved:
+            self.blocks[k] = "".join(row[k] for row in rows).encode()
         stamp = f"{self.stamp}{_number(sensors.at.timestamp())}\n"
-        if not rows:  # a node without GPUs still reports (an empty report): its time only
-            return (*(b"" for _ in FAMILIES), stamp.encode())
-        return (*("".join(block).encode() for block in zip(*rows, strict=True)), stamp.encode())
+        return (*self.blocks, stamp.encode())
 
-    def _gpu_lines(self, gpu: GpuSensors) -> tuple[str, ...]:
+    def _gpu_lines(
+        self, gpu: GpuSensors, families: Iterable[int], held: tuple[str, ...] | None
+    ) -> tuple[str, ...]:
+        """GPU `gpu`'s line of each family: those in `families` formatted, the rest `held`."""
         prefixes = self.prefixes.get(gpu.index)
         if prefixes is None:
             prefixes = self.prefixes[gpu.index] = _prefixes(self.name, gpu.index)
-        out: list[str] = []
-        for source, prefix in zip(_SOURCES, prefixes, strict=True):
+        out = list(held) if held is not None else [""] * len(FAMILIES)
+        for k in families:
+            source, prefix = _SOURCES[k], prefixes[k]
             if source == CLOCK_EVENTS:
                 mask = gpu.clock_event_reasons
-                out.append(
+                out[k] = (
                     "".join(
                         f"{p}1.0\n"
                         for p, (_, bit) in zip(prefix, _REASONS, strict=True)
@@ -215,7 +250,7 @@ class _NodeLines:
                 )
                 continue
             value = self.limits.get(gpu.index) if source == POWER_LIMIT else getattr(gpu, source)
-            out.append("" if value is None else f"{prefix}{_number(value)}\n")
+            out[k] = "" if value is None else f"{prefix}{_number(value)}\n"
         return tuple(out)
 
 

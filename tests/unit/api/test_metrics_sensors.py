@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import random
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -214,6 +215,27 @@ def test_a_report_formats_only_the_gpus_whose_readings_moved():
     assert 'plumb_gpu_temperature_celsius{gpu="1",node="n1"} 40.0\n' in text
     # GPU 1 has no power limit among the facts: no sample, rather than a made-up one.
     assert 'plumb_gpu_power_limit_watts{gpu="1"' not in text
+
+
+def test_lines_kept_report_by_report_read_as_a_fresh_render_of_the_last():
+    """Only moved readings are formatted again and only their families joined again; the
+    page must still be what rendering the latest report afresh gives, whatever moved, came
+    or left in between."""
+    rng = random.Random(7)
+    state = LiveState()
+    node = state.node("n1", AT)
+    node.facts = {**FACTS, **{f"gpus[{i}].index": wire.Reading.ok(i) for i in (1, 2, 3)}}
+    kept = SensorSeries(state, Membership("r1", tailing=False))
+    gpus = {i: GpuSensors(i, 40, 300.0, 1980, 2619, 0.5, 0.25, 1 << 30, 0x1) for i in range(4)}
+    present = [0, 1, 2, 3]
+    for step in range(400):
+        i, field = rng.randrange(4), rng.choice(GpuSensors._fields[1:])
+        gpus[i] = gpus[i]._replace(**{field: rng.choice([None, 0, 1, 7, 0x8 | 0x40])})
+        if step % 20 == 0:  # GPUs come and go (a reset, a GPU off the bus)
+            present = sorted(rng.sample(range(4), rng.randint(0, 4)))
+        node.sensors = Sensors(AT + timedelta(seconds=step), tuple(gpus[k] for k in present))
+        kept.touched("n1")
+        assert _text(kept) == _render(state), f"step {step}"
 
 
 def test_values_read_as_prometheus_client_writes_them():
