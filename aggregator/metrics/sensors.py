@@ -15,8 +15,8 @@ rendered here beside the draw with the same labels, so draw / limit divides in o
 
 A report costs what changed: each GPU's lines are kept with the readings they show, only
 the readings that moved are formatted again and only the families they are in joined again,
-with each GPU's label prefixes made once per facts version. A scrape joins the kept bytes a slice of nodes at a time, and only the slices
-whose nodes reported since (metrics/text.py).
+with each GPU's label prefixes made once per facts version. A scrape joins the kept bytes a
+slice of nodes at a time, and only the slices whose nodes reported since (metrics/text.py).
 """
 
 from __future__ import annotations
