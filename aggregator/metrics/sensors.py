@@ -205,7 +205,7 @@ class _NodeLines:
         """One bytes per family (FAMILIES order), then the node's timestamp line."""
         self.sensors = sensors
         order = tuple(gpu.index for gpu in sensors.gpus)
-        moved: set[int] | range = _ALL if order != self.order else set()
+        moved = set(_ALL) if order != self.order else set()  # families to join again
         rows = []
         for gpu in sensors.gpus:
             held = self.gpus.get(gpu.index)
@@ -216,8 +216,7 @@ class _NodeLines:
                     k for k, f in enumerate(_FIELDS) if f is not None and gpu[f] != held[0][f]
                 ]
                 held = self.gpus[gpu.index] = (gpu, self._gpu_lines(gpu, changed, held[1]))
-                if isinstance(moved, set):
-                    moved.update(changed)
+                moved.update(changed)
             rows.append(held[1])
         if order != self.order:  # a GPU came or left the report: forget any that left
             self.gpus = {i: self.gpus[i] for i in order}
