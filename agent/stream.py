@@ -6,8 +6,9 @@ has lost track. Hello carries the hash of the last facts sent, on any stream: wh
 aggregator's Welcome says it holds those (`resumed`, as after its own restart), the full
 facts stay home and the first poll, at once, sends what changed since as a delta. Sensor
 readings travel apart: a SensorReport every `sensor_interval_s`, once the session has sent
-(or resumed) its full facts, never diffed or hashed. Where the aggregator's Welcome
-says it takes them so (ReportSettings.sensors_heartbeat), each report also carries what a
+(or resumed) its full facts, never hashed; after a stream's first, only what moved, where
+the aggregator's Welcome says it takes that (ReportSettings.sensor_changes). Where it says
+it takes them so (ReportSettings.sensors_heartbeat), each report also carries what a
 heartbeat would, and stands in for it: a node with readings sends one message per interval,
 not two, and heartbeats only when no report went out.
 A session's polls and its reports each keep an interval from the second on; the gap between
@@ -38,7 +39,7 @@ import grpc
 from plumb import facts as wire
 from plumb.agent.checks import CheckRunner
 from plumb.agent.settings import StreamSettings
-from plumb.sensors import GpuSensors
+from plumb.sensors import GpuSensors, changes_proto
 from plumb.sensors import to_proto as sensors_proto
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
@@ -176,6 +177,9 @@ class StreamClient:
         if welcome.report_settings.heartbeat_interval_s > 0:
             self._heartbeat_s = welcome.report_settings.heartbeat_interval_s
         self._sensors_beat = welcome.report_settings.sensors_heartbeat and self._sense is not None
+        # The readings of this stream's last SensorReport, where the aggregator takes changes.
+        self._sensor_changes = welcome.report_settings.sensor_changes
+        self._sensors_sent: list[GpuSensors] | None = None
         self._resumed = welcome.resumed and self._sent is not None
         self.connections += 1
         log.info(
@@ -254,14 +258,20 @@ class StreamClient:
             raise ConnectionError(f"stream already ended: {exc}") from exc
 
     async def _send_sensors(self, call: grpc.aio.StreamStreamCall, gpus: list[GpuSensors]) -> None:
-        """Write the readings `gpus`; standing in for a heartbeat when the session says so,
-        with the seq and digest read under the write lock, so they never lag a facts message
-        written before them (the aggregator would refuse a seq going back)."""
-        report = sensors_proto(gpus)
+        """Write the readings `gpus`, only what moved since the stream's last report where
+        the session says the aggregator takes that; standing in for a heartbeat when it says
+        so, with the seq and digest read under the write lock, so they never lag a facts
+        message written before them (the aggregator would refuse a seq going back)."""
+        report = None
+        if self._sensor_changes and self._sensors_sent is not None:
+            report = changes_proto(gpus, self._sensors_sent)
+        if report is None:
+            report = sensors_proto(gpus)
         async with self._write_lock:
             if self._sensors_beat:
                 report.seq, report.content_sha256 = self._live
             await self._write(call, agent_pb2.ConnectRequest(sensors=report))
+            self._sensors_sent = gpus
             if self._sensors_beat:
                 self._live_at = time.monotonic()
 

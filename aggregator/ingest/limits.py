@@ -170,11 +170,16 @@ def check_heartbeat(beat: agent_pb2.Heartbeat, held_seq: int) -> None:
 
 
 def check_sensors(
-    report: facts_pb2.SensorReport, held_seq: int, settings: IngestSettings
+    report: facts_pb2.SensorReport,
+    held_seq: int,
+    settings: IngestSettings,
+    held: tuple[sensors.GpuSensors, ...] | None,
 ) -> tuple[sensors.GpuSensors, ...]:
-    """The readings of a SensorReport; Refused, naming the field, for more GPUs than a node
-    may report, a GPU index past that bound, a GPU twice, or a value no GPU reports; and,
-    when it stands in for a heartbeat (carries content_sha256), as a Heartbeat for its seq."""
+    """The readings of a SensorReport, a changes-only one applied to `held` (the stream's
+    last readings); Refused, naming the field, for more GPUs than a node may report, a GPU
+    index past that bound, a GPU twice, a value no GPU reports, or changes with nothing
+    held; and, when it stands in for a heartbeat (carries content_sha256), as a Heartbeat
+    for its seq."""
     if report.content_sha256 and report.seq < held_seq:
         raise _backwards("SensorReport", report.seq, held_seq, "at least")
     _check_gpus(len(report.gpus), settings)
@@ -187,7 +192,13 @@ def check_sensors(
                 hint="fix the agent; nothing of it was stored",
             )
     try:
-        return sensors.from_proto(report)
+        if not report.changes_only:
+            return sensors.from_proto(report)
+        if held is None:
+            raise sensors.SensorsError(
+                "changes_only: this stream sent no whole report to apply the changes to"
+            )
+        return sensors.apply_changes(held, report)
     except sensors.SensorsError as exc:
         raise Refused(
             "malformed_sensors",

@@ -5,7 +5,8 @@ held for the node (the agent then sends no FullFacts; after a restart that is ne
 agent, and a resumed stream takes no syncing slot); FullFacts -> Ack; FactsDelta -> Ack, or
 Resync on a seq gap, before any FullFacts, or on a hash that disagrees after applying it;
 Heartbeat -> Resync when its hash differs; SensorReport -> nothing (the latest readings are
-kept; one before any FullFacts is ignored, as the node does not exist yet), or, when it
+kept, a changes-only report applied to the stream's last ones; one before any FullFacts is
+ignored, as the node does not exist yet), or, when it
 carries a heartbeat's seq and content_sha256 (Welcome said ReportSettings.sensors_heartbeat),
 what a Heartbeat gets as well, the readings kept either way. A malformed message, or one
 that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
@@ -130,6 +131,7 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                         report_settings=agent_pb2.ReportSettings(
                             heartbeat_interval_s=self._settings.heartbeat_interval_s,
                             sensors_heartbeat=True,
+                            sensor_changes=True,
                         ),
                         resumed=resumed is not None,
                     )
@@ -370,7 +372,9 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
     def _sensors(
         self, session: Session, report: facts_pb2.SensorReport
     ) -> agent_pb2.ConnectResponse | None:
-        gpus = limits.check_sensors(report, session.seq, self._settings)
+        gpus = session.sensors = limits.check_sensors(
+            report, session.seq, self._settings, session.sensors
+        )
         if report.content_sha256:
             return self._heartbeat(session, "SensorReport", report.content_sha256, gpus)
         if not session.has_facts:

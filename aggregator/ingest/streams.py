@@ -15,6 +15,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
+from plumb.sensors import GpuSensors
 from plumb.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class Session:
     agent_version: str | None = None
     seq: int = 0
     has_facts: bool = False
+    # The readings of the stream's last SensorReport: what a changes-only one applies to.
+    sensors: tuple[GpuSensors, ...] | None = None
     awaiting_full: bool = False
     # Why the aggregator cancelled this stream: "superseded" or "shutdown".
     ended_by: str | None = None

@@ -2,8 +2,10 @@
 
 Readings are not facts (see "Stack facts vs sensor readings" in plumb/v1/facts.proto): they
 have no path, no hash, no history. `GpuSensors` holds one GPU's readings in the units the
-aggregator exports (watts, ratios, bytes, counts); the wire carries NVML's integers. `from_proto`
-refuses what no GPU can report, naming the field, so nothing out of range reaches a gauge.
+aggregator exports (watts, ratios, bytes, counts); the wire carries NVML's integers. A report
+is whole (`to_proto`, `from_proto`) or, between two ends that agreed on it, only what moved
+since the last one on the stream (`changes_proto`, `apply_changes`). Decoding refuses what no
+GPU can report, naming the field, so nothing out of range reaches a gauge.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ __all__ = [
     "GpuSensors",
     "SensorsError",
     "active_reasons",
+    "apply_changes",
+    "changes_proto",
     "from_proto",
     "to_proto",
 ]
@@ -157,9 +161,76 @@ def from_proto(report: facts_pb2.SensorReport) -> tuple[GpuSensors, ...]:
                 values.append(None)
                 continue
             if value > bound:
-                raise SensorsError(
-                    f"gpus[{i}].{wire}: {value} is beyond {bound}, which no GPU reports"
-                )
+                raise _beyond(i, wire, value, bound)
             values.append(value / scale if scale != 1 else value)
         out.append(GpuSensors(*values))  # type: ignore[arg-type]
     return tuple(sorted(out, key=lambda g: g.index))
+
+
+def changes_proto(gpus: list[GpuSensors], last: list[GpuSensors]) -> facts_pb2.SensorReport | None:
+    """The changes-only report of `gpus` since `last`, the readings of the stream's last
+    report: each GPU with the readings whose wire value moved (and their bits in `moved`), a
+    GPU with none left out. None where only a whole report can say it: a GPU came, went or
+    moved in the order, or a reading `last` had is gone."""
+    if [gpu.index for gpu in gpus] != [gpu.index for gpu in last]:
+        return None
+    report = facts_pb2.SensorReport(changes_only=True)
+    for gpu, before in zip(gpus, last, strict=True):
+        msg = None
+        for bit, (wire, scale, _) in enumerate(_WIRE):
+            value, old = gpu[bit + 1], before[bit + 1]
+            if value is None:
+                if old is not None:
+                    return None
+                continue
+            value = round(value * scale)
+            if old is not None and value == round(old * scale):
+                continue
+            if msg is None:
+                msg = report.gpus.add(index=gpu.index)
+            setattr(msg, wire, value)
+            msg.moved |= 1 << bit
+    return report
+
+
+def apply_changes(
+    held: tuple[GpuSensors, ...], report: facts_pb2.SensorReport
+) -> tuple[GpuSensors, ...]:
+    """`held`, the readings of the stream's last report, with the changes of the
+    changes-only `report`; SensorsError on a GPU `held` has not, a GPU twice, a bit of
+    `moved` that names no reading, or a value beyond BOUNDS. Reads only what moved."""
+    positions = {gpu.index: k for k, gpu in enumerate(held)}
+    out = list(held)
+    seen: set[int] = set()
+    for i, msg in enumerate(report.gpus):
+        k = positions.get(msg.index)
+        if k is None:
+            raise SensorsError(
+                f"gpus[{i}].index: GPU {msg.index} is not in the readings this stream sent "
+                "before; a GPU that comes needs a whole report"
+            )
+        if msg.index in seen:
+            raise SensorsError(f"gpus[{i}].index: GPU {msg.index} is reported twice")
+        seen.add(msg.index)
+        moved = msg.moved
+        if moved >> len(_WIRE):
+            raise SensorsError(
+                f"gpus[{i}].moved: bit {moved.bit_length() - 1} names no reading "
+                f"(bits 0-{len(_WIRE) - 1} do)"
+            )
+        values = list(out[k])
+        while moved:
+            low = moved & -moved
+            moved ^= low
+            bit = low.bit_length() - 1
+            wire, scale, bound = _WIRE[bit]
+            value = getattr(msg, wire)
+            if value > bound:
+                raise _beyond(i, wire, value, bound)
+            values[bit + 1] = value / scale if scale != 1 else value
+        out[k] = GpuSensors._make(values)
+    return tuple(out)
+
+
+def _beyond(i: int, wire: str, value: int, bound: int) -> SensorsError:
+    return SensorsError(f"gpus[{i}].{wire}: {value} is beyond {bound}, which no GPU reports")

@@ -299,7 +299,7 @@ class NodeFacts(_message.Message):
     def __init__(self, host: _Optional[_Union[HostFacts, _Mapping]] = ..., driver: _Optional[_Union[DriverFacts, _Mapping]] = ..., cuda: _Optional[_Union[CudaFacts, _Mapping]] = ..., nccl: _Optional[_Union[NcclFacts, _Mapping]] = ..., gpus: _Optional[_Iterable[_Union[GpuFacts, _Mapping]]] = ...) -> None: ...
 
 class GpuSensors(_message.Message):
-    __slots__ = ("index", "temperature_celsius", "power_draw_milliwatts", "sm_clock_mhz", "memory_clock_mhz", "gpu_utilization_percent", "memory_utilization_percent", "memory_used_bytes", "clock_event_reasons", "ecc_corrected_volatile", "ecc_corrected_aggregate", "pcie_replay_count", "nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_crc_flit_errors")
+    __slots__ = ("index", "temperature_celsius", "power_draw_milliwatts", "sm_clock_mhz", "memory_clock_mhz", "gpu_utilization_percent", "memory_utilization_percent", "memory_used_bytes", "clock_event_reasons", "ecc_corrected_volatile", "ecc_corrected_aggregate", "pcie_replay_count", "nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_crc_flit_errors", "moved")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_CELSIUS_FIELD_NUMBER: _ClassVar[int]
     POWER_DRAW_MILLIWATTS_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +315,7 @@ class GpuSensors(_message.Message):
     NVLINK_REPLAY_ERRORS_FIELD_NUMBER: _ClassVar[int]
     NVLINK_RECOVERY_ERRORS_FIELD_NUMBER: _ClassVar[int]
     NVLINK_CRC_FLIT_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    MOVED_FIELD_NUMBER: _ClassVar[int]
     index: int
     temperature_celsius: int
     power_draw_milliwatts: int
@@ -330,14 +331,17 @@ class GpuSensors(_message.Message):
     nvlink_replay_errors: int
     nvlink_recovery_errors: int
     nvlink_crc_flit_errors: int
-    def __init__(self, index: _Optional[int] = ..., temperature_celsius: _Optional[int] = ..., power_draw_milliwatts: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., memory_clock_mhz: _Optional[int] = ..., gpu_utilization_percent: _Optional[int] = ..., memory_utilization_percent: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., clock_event_reasons: _Optional[int] = ..., ecc_corrected_volatile: _Optional[int] = ..., ecc_corrected_aggregate: _Optional[int] = ..., pcie_replay_count: _Optional[int] = ..., nvlink_replay_errors: _Optional[int] = ..., nvlink_recovery_errors: _Optional[int] = ..., nvlink_crc_flit_errors: _Optional[int] = ...) -> None: ...
+    moved: int
+    def __init__(self, index: _Optional[int] = ..., temperature_celsius: _Optional[int] = ..., power_draw_milliwatts: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., memory_clock_mhz: _Optional[int] = ..., gpu_utilization_percent: _Optional[int] = ..., memory_utilization_percent: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., clock_event_reasons: _Optional[int] = ..., ecc_corrected_volatile: _Optional[int] = ..., ecc_corrected_aggregate: _Optional[int] = ..., pcie_replay_count: _Optional[int] = ..., nvlink_replay_errors: _Optional[int] = ..., nvlink_recovery_errors: _Optional[int] = ..., nvlink_crc_flit_errors: _Optional[int] = ..., moved: _Optional[int] = ...) -> None: ...
 
 class SensorReport(_message.Message):
-    __slots__ = ("gpus", "seq", "content_sha256")
+    __slots__ = ("gpus", "seq", "content_sha256", "changes_only")
     GPUS_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_ONLY_FIELD_NUMBER: _ClassVar[int]
     gpus: _containers.RepeatedCompositeFieldContainer[GpuSensors]
     seq: int
     content_sha256: bytes
-    def __init__(self, gpus: _Optional[_Iterable[_Union[GpuSensors, _Mapping]]] = ..., seq: _Optional[int] = ..., content_sha256: _Optional[bytes] = ...) -> None: ...
+    changes_only: bool
+    def __init__(self, gpus: _Optional[_Iterable[_Union[GpuSensors, _Mapping]]] = ..., seq: _Optional[int] = ..., content_sha256: _Optional[bytes] = ..., changes_only: _Optional[bool] = ...) -> None: ...

@@ -8,7 +8,16 @@ import pytest
 
 from plumb import facts as wire
 from plumb.agent.collect import collect_all, sensors
-from plumb.sensors import CLOCK_EVENT_REASONS, GpuSensors, SensorsError, from_proto, to_proto
+from plumb.sensors import (
+    CLOCK_EVENT_REASONS,
+    GpuSensors,
+    SensorsError,
+    apply_changes,
+    changes_proto,
+    from_proto,
+    to_proto,
+)
+from plumb.v1 import facts_pb2
 
 
 def test_a_simulated_gpu_reads_its_profiles_resting_values(simulate):
@@ -198,3 +207,70 @@ def test_counters_survive_the_wire_and_absurd_ones_are_refused():
     message.gpus[0].ecc_corrected_volatile = 2**60
     with pytest.raises(SensorsError, match=r"gpus\[0\]\.ecc_corrected_volatile"):
         from_proto(message)
+
+
+def wired(report: facts_pb2.SensorReport) -> facts_pb2.SensorReport:
+    return type(report).FromString(report.SerializeToString())
+
+
+BEFORE = [
+    GpuSensors(0, temperature_celsius=40, power_draw_watts=300.0, gpu_utilization_ratio=0.35),
+    GpuSensors(1, temperature_celsius=44, power_draw_watts=72.5, ecc_corrected_volatile=3),
+]
+
+
+def test_changes_carry_only_the_readings_whose_wire_value_moved():
+    now = [
+        # 300.0004 W is 300,000 mW on the wire as before: not a move. Utilisation to 0 is one.
+        BEFORE[0]._replace(power_draw_watts=300.0004, gpu_utilization_ratio=0.0),
+        BEFORE[1],
+    ]
+    report = wired(changes_proto(now, BEFORE))
+    assert report.changes_only
+    assert len(report.gpus) == 1  # GPU 1 did not move
+    (msg,) = report.gpus
+    assert msg.index == 0 and msg.moved == 0b10000  # bit 4: field 6, gpu_utilization_percent
+    assert msg.gpu_utilization_percent == 0 and not msg.HasField("power_draw_milliwatts")
+    held = from_proto(wired(to_proto(BEFORE)))
+    assert apply_changes(held, report) == (
+        GpuSensors(0, temperature_celsius=40, power_draw_watts=300.0, gpu_utilization_ratio=0.0),
+        BEFORE[1],
+    )
+
+
+def test_a_reading_that_comes_is_a_change_and_one_that_goes_needs_a_whole_report():
+    came = [BEFORE[0], BEFORE[1]._replace(pcie_replay_count=174)]
+    (msg,) = wired(changes_proto(came, BEFORE)).gpus
+    assert (msg.index, msg.moved, msg.pcie_replay_count) == (1, 1 << 10, 174)
+    gone = [BEFORE[0], BEFORE[1]._replace(ecc_corrected_volatile=None)]
+    assert changes_proto(gone, BEFORE) is None
+    assert changes_proto(BEFORE[:1], BEFORE) is None  # a GPU went
+    assert changes_proto(BEFORE[::-1], BEFORE) is None  # the order moved
+
+
+def test_nothing_moved_is_an_empty_report_that_changes_nothing():
+    report = wired(changes_proto(BEFORE, BEFORE))
+    assert report.changes_only and not report.gpus
+    held = from_proto(to_proto(BEFORE))
+    assert apply_changes(held, report) == held
+
+
+@pytest.mark.parametrize(
+    ("gpus", "says"),
+    [
+        ([facts_pb2.GpuSensors(index=2, moved=1)], r"gpus\[0\]\.index: GPU 2 is not in"),
+        (
+            [facts_pb2.GpuSensors(index=1, moved=1), facts_pb2.GpuSensors(index=1, moved=1)],
+            r"gpus\[1\]\.index: GPU 1 is reported twice",
+        ),
+        ([facts_pb2.GpuSensors(index=0, moved=1 << 14)], r"gpus\[0\]\.moved: bit 14 names"),
+        (
+            [facts_pb2.GpuSensors(index=0, temperature_celsius=201, moved=1)],
+            r"gpus\[0\]\.temperature_celsius: 201 is beyond 200",
+        ),
+    ],
+)
+def test_changes_no_stream_could_have_sent_are_refused_naming_the_field(gpus, says):
+    report = facts_pb2.SensorReport(gpus=gpus, changes_only=True)
+    with pytest.raises(SensorsError, match=says):
+        apply_changes(from_proto(to_proto(BEFORE)), report)

@@ -36,14 +36,17 @@ class Records(agent_pb2_grpc.AgentServiceServicer):
     """Welcomes one agent (saying whether reports may stand in for heartbeats), acks its
     facts, and queues every heartbeat and sensor report it sends."""
 
-    def __init__(self, sensors_heartbeat: bool):
+    def __init__(self, sensors_heartbeat: bool, sensor_changes: bool = False):
         self.sensors_heartbeat = sensors_heartbeat
+        self.sensor_changes = sensor_changes
         self.sent: asyncio.Queue[agent_pb2.ConnectRequest] = asyncio.Queue()
 
     async def Connect(self, request_iterator, context):  # noqa: N802
         await context.read()  # Hello
         settings = agent_pb2.ReportSettings(
-            heartbeat_interval_s=HEARTBEAT_S, sensors_heartbeat=self.sensors_heartbeat
+            heartbeat_interval_s=HEARTBEAT_S,
+            sensors_heartbeat=self.sensors_heartbeat,
+            sensor_changes=self.sensor_changes,
         )
         welcome = agent_pb2.Welcome(session_id="s-1", report_settings=settings)
         await context.write(agent_pb2.ConnectResponse(welcome=welcome))
@@ -61,10 +64,11 @@ async def streamed(
     sense=None,
     collect=lambda: FACTS,
     settings: StreamSettings = SETTINGS,
+    sensor_changes: bool = False,
 ) -> list:
     """What an agent with readings `gpus` (or from `sense`) and facts from `collect` sent,
     after its full facts, until `until(sent)`."""
-    servicer = Records(sensors_heartbeat)
+    servicer = Records(sensors_heartbeat, sensor_changes)
     server = grpc.aio.server()
     agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -135,6 +139,33 @@ async def test_a_sensor_read_that_raises_is_logged_once_and_the_next_good_one_re
     (recovered,) = [r for r in caplog.records if r.getMessage() == "sensor reads recovered"]
     assert recovered.error_was == "NVML_ERROR_UNKNOWN"
     assert kinds(sent).count("sensors") >= 3
+
+
+@pytest.mark.parametrize("sensor_changes", [True, False])
+async def test_after_a_whole_report_only_what_moved_goes_where_the_aggregator_takes_it(
+    sensor_changes,
+):
+    two = [GpuSensors(0, temperature_celsius=40), GpuSensors(1, temperature_celsius=50)]
+    warmer = [two[0]._replace(temperature_celsius=41), two[1]]
+    reads = iter([two, warmer, warmer, warmer[:1]])
+    sent = await streamed(
+        True,
+        [],
+        lambda s: kinds(s).count("sensors") >= 4,
+        sense=lambda: next(reads, warmer[:1]),
+        sensor_changes=sensor_changes,
+    )
+    reports = [m.sensors for m in sent if m.WhichOneof("message") == "sensors"][:4]
+    if not sensor_changes:  # an older aggregator: every report whole
+        assert [len(r.gpus) for r in reports] == [2, 2, 2, 1]
+        assert not any(r.changes_only for r in reports)
+        return
+    # Whole; GPU 0's temperature (bit 0); nothing moved, yet a report (it is the heartbeat);
+    # whole again, as GPU 1 went.
+    assert [r.changes_only for r in reports] == [False, True, True, False]
+    assert [(g.index, g.moved, g.temperature_celsius) for g in reports[1].gpus] == [(0, 1, 41)]
+    assert not reports[2].gpus
+    assert [g.index for g in reports[3].gpus] == [0]
 
 
 class Draw(random.Random):

@@ -32,7 +32,7 @@ def test_readings_arrive_in_the_units_they_are_exported_in():
         gpu_utilization_percent=35,
         memory_used_bytes=512 << 20,
     )
-    assert limits.check_sensors(report(msg).sensors, 0, IngestSettings()) == (
+    assert limits.check_sensors(report(msg).sensors, 0, IngestSettings(), None) == (
         GpuSensors(
             index=1,
             temperature_celsius=41,
@@ -59,7 +59,7 @@ def test_readings_arrive_in_the_units_they_are_exported_in():
 )
 def test_a_reading_no_gpu_reports_is_refused_naming_the_field(gpus, says):
     with pytest.raises(limits.Refused) as refused:
-        limits.check_sensors(report(*gpus).sensors, 0, IngestSettings(max_gpus_per_node=4))
+        limits.check_sensors(report(*gpus).sensors, 0, IngestSettings(max_gpus_per_node=4), None)
     assert says in str(refused.value)
 
 
@@ -104,6 +104,58 @@ async def test_a_bad_report_ends_the_stream_naming_the_field():
     assert aborted.value.code.name == "INVALID_ARGUMENT"
     assert "gpus[0].temperature_celsius: 400" in str(aborted.value)
     # The stream is gone, and its readings with it; the bad one was never kept.
+    assert state.get("gpu-1").sensors is None  # type: ignore[union-attr]
+
+
+def changes(*gpus: facts_pb2.GpuSensors) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(sensors=facts_pb2.SensorReport(gpus=gpus, changes_only=True))
+
+
+async def test_changes_apply_to_the_streams_last_report_and_a_gpu_left_out_keeps_its_own():
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    assert ctx.written[0].welcome.report_settings.sensor_changes
+    await ctx.reply(full(h100()))
+    await ctx.inbox.put(
+        report(
+            gpu(0, temperature_celsius=40, gpu_utilization_percent=35),
+            gpu(1, temperature_celsius=44, power_draw_milliwatts=300_000),
+        )
+    )
+    # GPU 1's power moves and its utilisation goes to 0 (bits 1 and 4); GPU 0 is left out.
+    await ctx.inbox.put(
+        changes(gpu(1, power_draw_milliwatts=310_500, gpu_utilization_percent=0, moved=0b10010))
+    )
+    await ctx.reply(full(h100(), seq=2))  # answered after both reports were handled
+    held = state.get("gpu-1").sensors  # type: ignore[union-attr]
+    assert held is not None
+    assert held.gpus == (
+        GpuSensors(0, temperature_celsius=40, gpu_utilization_ratio=0.35),
+        GpuSensors(1, temperature_celsius=44, power_draw_watts=310.5, gpu_utilization_ratio=0.0),
+    )
+    await end(task, ctx)
+
+
+@pytest.mark.parametrize(
+    ("first", "says"),
+    [
+        (None, "changes_only: this stream sent no whole report to apply the changes to"),
+        (report(gpu(0, temperature_celsius=40)), "gpus[0].index: GPU 1 is not in the readings"),
+    ],
+)
+async def test_changes_without_their_gpu_in_a_whole_report_end_the_stream(first, says):
+    ingest, state, _, _ = servicer()
+    ctx = FakeContext()
+    task = await open_stream(ingest, ctx)
+    await ctx.reply(full(h100()))
+    if first is not None:
+        await ctx.inbox.put(first)
+    await ctx.inbox.put(changes(gpu(1, temperature_celsius=41, moved=0b1)))
+    with pytest.raises(Aborted) as aborted:
+        await task
+    assert aborted.value.code.name == "INVALID_ARGUMENT"
+    assert says in str(aborted.value)
     assert state.get("gpu-1").sensors is None  # type: ignore[union-attr]
 
 
