@@ -3,7 +3,9 @@
 Builds one dgx-h100 node (8 GPUs) from the agent's collectors on the simulated node, as
 fleet.py does, and feeds it reports in which 30 % of its GPUs (`--churn`) are 1 °C warmer
 every other report, as `fleet.py --sensor-churn 0.3` sends them; `--moving` names the
-readings that move (a busy GPU's power, clocks, utilisation and memory move together). Each
+readings that move (a busy GPU's power, clocks, utilisation and memory move together), and
+`--changes` sends only what moved after the first report, as an agent does to an aggregator
+that takes that. Each
 report goes the way the servicer takes one: `ConnectRequest` parsed from its bytes,
 `limits.check_sensors`, the node's readings replaced, then what the intake tells
 (`MetricsPage.sensed`). The process CPU time per report is the figure, the median of
@@ -49,7 +51,7 @@ from plumb.aggregator.settings import IngestSettings, RecipeSettings
 from plumb.aggregator.state.live import LiveState, Sensors, utcnow
 from plumb.aggregator.state.replicas import Membership
 from plumb.facts import content_hash
-from plumb.sensors import to_proto
+from plumb.sensors import changes_proto, to_proto
 from plumb.v1 import agent_pb2
 
 # How far each reading `--moving` may name moves every other report, in GpuSensors units.
@@ -64,13 +66,16 @@ STEPS = {
 }
 
 
-def _reports(n: int, churn: float, fields: list[str], work: Path) -> tuple[dict, list[bytes]]:
-    """The node's facts, and `n` serialized ConnectRequests carrying its readings."""
+def _reports(
+    n: int, churn: float, fields: list[str], changes: bool, work: Path
+) -> tuple[dict, list[bytes]]:
+    """The node's facts, and `n` serialized ConnectRequests carrying its readings: each
+    whole, or after the first only what moved (`changes`)."""
     sources = Simulation(str(profile_path("dgx-h100")), "n", work).sources()
     facts, readings = collect_all(sources), sensors.read(sources)
     rng = random.Random(1)
     moving = {g.index for g in readings if rng.random() < churn}
-    out = []
+    out, last = [], None
     for i in range(n):
         gpus = [
             g._replace(
@@ -84,7 +89,9 @@ def _reports(n: int, churn: float, fields: list[str], work: Path) -> tuple[dict,
             else g
             for g in readings
         ]
-        out.append(agent_pb2.ConnectRequest(sensors=to_proto(gpus)).SerializeToString())
+        report = changes_proto(gpus, last) if changes and last is not None else to_proto(gpus)
+        out.append(agent_pb2.ConnectRequest(sensors=report).SerializeToString())
+        last = gpus
     return facts, out
 
 
@@ -97,6 +104,11 @@ def main() -> None:
         default="temperature_celsius",
         help=f"the readings that move on a moving GPU, comma-separated, of: {', '.join(STEPS)}",
     )
+    p.add_argument(
+        "--changes",
+        action="store_true",
+        help="after the first, reports carry only what moved (SensorReport.changes_only)",
+    )
     p.add_argument("--repeat", type=int, default=5, help="passes over the reports")
     p.add_argument("--before", type=Path, help="a former metrics/sensors.py to measure")
     p.add_argument("--profile", action="store_true")
@@ -107,7 +119,7 @@ def main() -> None:
         fields = args.moving.split(",")
         if unknown := set(fields) - STEPS.keys():
             p.error(f"--moving: no such reading {sorted(unknown)}; pick from {', '.join(STEPS)}")
-        facts, reports = _reports(args.reports, args.churn, fields, Path(tmp))
+        facts, reports = _reports(args.reports, args.churn, fields, args.changes, Path(tmp))
     catalog = load_catalog()
     state = LiveState()
     node = state.node("n1", utcnow())
@@ -140,11 +152,11 @@ def main() -> None:
 
     def run() -> float:
         """One pass over the reports; the CPU seconds of their decoding."""
-        decoding = 0.0
+        decoding, gpus = 0.0, None
         for raw in reports:
             start = time.process_time()
             msg = agent_pb2.ConnectRequest.FromString(raw)
-            gpus = limits.check_sensors(msg.sensors, 0, settings)
+            gpus = limits.check_sensors(msg.sensors, 0, settings, gpus)
             decoding += time.process_time() - start
             node.sensors = Sensors(utcnow(), gpus)
             told("n1")
@@ -163,6 +175,7 @@ def main() -> None:
         "reports": len(reports),
         "churn": args.churn,
         "moving": fields,
+        "changes_only": args.changes,
         "cpu_us_per_report": round(statistics.median(per_us), 1),
         "decode_us_per_report": round(statistics.median(decode_us), 1),
         "passes_us_per_report": [round(us, 1) for us in per_us],
