@@ -6,9 +6,9 @@ agent, and a resumed stream takes no syncing slot); FullFacts -> Ack; FactsDelta
 Resync on a seq gap, before any FullFacts, or on a hash that disagrees after applying it;
 Heartbeat -> Resync when its hash differs; SensorReport -> nothing (the latest readings are
 kept, a changes-only report applied to the stream's last ones; one before any FullFacts is
-ignored, as the node does not exist yet), or, when it
-carries a heartbeat's seq and content_sha256 (Welcome said ReportSettings.sensors_heartbeat),
-what a Heartbeat gets as well, the readings kept either way. A malformed message, or one
+ignored, as the node does not exist yet), or, when it carries a heartbeat's seq and
+content_sha256 (Welcome said ReportSettings.sensors_heartbeat), what a Heartbeat gets as
+well, the readings kept either way. A malformed message, or one
 that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
 with INVALID_ARGUMENT, and one over the size limit with RESOURCE_EXHAUSTED, before
 anything is stored. A stream beyond the streams syncing at once is welcomed and waits its
