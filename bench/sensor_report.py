@@ -5,10 +5,9 @@ fleet.py does, and feeds it reports in which 30 % of its GPUs (`--churn`) are 1 
 every other report, as `fleet.py --sensor-churn 0.3` sends them; `--moving` names the
 readings that move (a busy GPU's power, clocks, utilisation and memory move together), and
 `--changes` sends only what moved after the first report, as an agent does to an aggregator
-that takes that. Each
-report goes the way the servicer takes one: `ConnectRequest` parsed from its bytes,
-`limits.check_sensors`, the node's readings replaced, then what the intake tells
-(`MetricsPage.sensed`). The process CPU time per report is the figure, the median of
+that takes that. Each report goes the way the servicer takes one: `ConnectRequest` parsed
+from its bytes, `limits.check_sensors`, the node's readings replaced, then what the intake
+tells (`MetricsPage.sensed`). The process CPU time per report is the figure, the median of
 `--repeat` passes over the reports (this machine's timing moves by a third from pass to
 pass), with the decode's share (parse and checks) apart; `--profile` prints cProfile's top
 functions.

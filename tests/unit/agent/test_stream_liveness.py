@@ -1,6 +1,7 @@
 """The agent's reporter: a SensorReport stands in for the heartbeat where the aggregator's
 Welcome says it takes it so, and heartbeats go out as before where it does not, or where the
-node has no readings to report. A session's second poll and second report come a random
+node has no readings to report. After a stream's first report, only what moved goes out where
+the Welcome says the aggregator takes that. A session's second poll and second report come a random
 half to one and a half intervals after its first (`spread`), so that agents welcomed together
 do not send together ever after.
 
@@ -33,8 +34,8 @@ HEARTBEAT_S = 1.0
 
 
 class Records(agent_pb2_grpc.AgentServiceServicer):
-    """Welcomes one agent (saying whether reports may stand in for heartbeats), acks its
-    facts, and queues every heartbeat and sensor report it sends."""
+    """Welcomes one agent (saying whether reports may stand in for heartbeats and carry only
+    what moved), acks its facts, and queues every heartbeat and sensor report it sends."""
 
     def __init__(self, sensors_heartbeat: bool, sensor_changes: bool = False):
         self.sensors_heartbeat = sensors_heartbeat
