@@ -167,7 +167,21 @@ def _clients():
         attempts = 0
         hello_at = 0.0
         welcomed_at = 0.0
+        # When its last welcomed stream ended, and when its last attempt began (the channel
+        # made) and found the aggregator reachable: where a reconnect's time goes.
+        lost_at = 0.0
+        channel_at = 0.0
+        reachable_at = 0.0
         ack_s: list[float] | None = None
+        by_task: dict[asyncio.Task, StreamClient] = {}  # every client, by its run task
+
+        async def run(self, stop):
+            CountingClient.by_task[asyncio.current_task()] = self
+            await super().run(stop)
+
+        def _channel(self):
+            self.channel_at = time.monotonic()
+            return super()._channel()
 
         async def _write(self, call, msg):
             CountingClient.sent_bytes += msg.ByteSize()
@@ -185,6 +199,8 @@ def _clients():
             try:
                 await super()._session(channel, stop)
             except grpc.aio.AioRpcError as exc:
+                if self.connections > opened:
+                    self.lost_at = time.monotonic()
                 CountingClient.errors[exc.code().name] += 1
                 # Where it ended (before or after Welcome) and what gRPC said: the cause.
                 when = "after_welcome" if self.connections > opened else "before_welcome"
@@ -230,6 +246,16 @@ def _clients():
                 await self._send(call, stream._full(seq, wire.content_digest(facts), facts))
                 await woken(self._resync, timeout_s=RESEND_S)
 
+    real_reachable = stream._reachable
+
+    async def reachable(channel, stop, timeout_s):
+        ok = await real_reachable(channel, stop, timeout_s)
+        client = CountingClient.by_task.get(asyncio.current_task())
+        if ok and client is not None:
+            client.reachable_at = time.monotonic()
+        return ok
+
+    stream._reachable = reachable
     return CountingClient, FullResendClient
 
 
@@ -437,6 +463,9 @@ class Fleet:
             "attempts": sum(c.attempts for c in self.clients) - self.marked_attempts,
             "hello_at": [c.hello_at for c in welcomed],
             "welcomed_at": [c.welcomed_at for c in welcomed],
+            "lost_at": [c.lost_at for c in welcomed],
+            "channel_at": [c.channel_at for c in welcomed],
+            "reachable_at": [c.reachable_at for c in welcomed],
             "errors": dict(self.counting.errors - self.marked_errors),
             "error_details": dict(self.counting.error_details - self.marked_details),
         }
@@ -570,7 +599,23 @@ def listen_drops() -> int:
 
 def cpu_s(pid: int) -> float:
     """CPU-seconds process `pid` has used (its threads, not its children), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat_cpu_s(Path(f"/proc/{pid}/stat"))
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU-seconds per thread of process `pid`, summed by thread name (/proc/PID/task):
+    Python's threads carry the process's name, gRPC's core threads `event_engine`."""
+    out: collections.Counter = collections.Counter()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[(task / "comm").read_text().strip()] += _stat_cpu_s(task / "stat")
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+    return dict(out)
+
+
+def _stat_cpu_s(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
 
@@ -1314,10 +1359,10 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     t_port = await wait_port(agg.grpc)
     await wait_ready(http)
     t_ready = time.monotonic()
-    cpu0 = agg.cpu_s()
+    cpu0, threads0 = agg.cpu_s(), thread_cpu_s(agg.pid)
     done = await wait_connected(http, args.agents, args.storm_timeout_s, t_start, welcomed)
     sampler.cancel()
-    cpu1 = agg.cpu_s()
+    cpu1, threads1 = agg.cpu_s(), thread_cpu_s(agg.pid)
     sim1 = simulator_cpu_s()
     after = await scrape(http)
     m = after.values
@@ -1331,6 +1376,19 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     waits = sorted(
         w - h for s in since for h, w in zip(s["hello_at"], s["welcomed_at"], strict=True)
     )
+
+    def between(first: str, then: str, origin: float | None = None) -> dict | None:
+        """Quantiles over the welcomed agents of `then` - `first` (a key of since_mark, or
+        `origin` when given), where both were noted (a time after the kill)."""
+        return _quantiles(
+            sorted(
+                b - (origin if origin is not None else a)
+                for s in since
+                for a, b in zip(s[first], s[then], strict=True)
+                if min(a, b) >= t_kill
+            )
+        )
+
     # Agents still without a Welcome when the wait gave up, and what each was waiting on.
     stragglers = (
         [s for w in workers for s in await w.ask("stragglers")] + local.stragglers()
@@ -1352,6 +1410,13 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         # The new process's CPU from its start to all connected: load, restore and resync.
         # Unlike the seconds above it hardly depends on what else the machine runs.
         "aggregator_cpu_s_restart_to_all_connected": round(cpu1, 1),
+        # The same by thread name, up to ready (load, restore) and from there to all back.
+        "aggregator_cpu_s_by_thread": {
+            "restart_to_ready": {k: round(v, 1) for k, v in threads0.items()},
+            "ready_to_all_connected": {
+                k: round(v - threads0.get(k, 0.0), 1) for k, v in threads1.items()
+            },
+        },
         # The agents' side of the same interval (this process and the agent processes).
         "simulator_cpu_s_restart_to_all_connected": round(sim1 - sim0, 1),
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
@@ -1368,6 +1433,15 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "agent_error_details_since_kill": _summed(s["error_details"] for s in since),
         "welcome_after_restart_s": _quantiles(welcome_s),
         "hello_to_welcome_s": _quantiles(waits),
+        # An agent's reconnect in steps, each over the agents welcomed since: its stream's
+        # loss seen (from the kill), its old channel closed and a new one made, that channel
+        # connected (from the restart), and its Hello after the drawn delay.
+        "reconnect_steps_s": {
+            "kill_to_lost": between("lost_at", "lost_at", t_kill),
+            "lost_to_new_channel": between("lost_at", "channel_at"),
+            "restart_to_reachable": between("reachable_at", "reachable_at", t_start),
+            "reachable_to_hello": between("reachable_at", "hello_at"),
+        },
         # The same wait on the restarted aggregator's side: from its read of the Hello to its
         # Welcome written. Far below the agents' own timing, the rest is theirs (their loop,
         # gRPC delivering the Hello and the Welcome).

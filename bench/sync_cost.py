@@ -37,10 +37,10 @@ from pathlib import Path
 
 import httpx
 from fleet import (
-    CLK_TCK,
     Aggregator,
     loadavg,
     metric_values,
+    thread_cpu_s,
     wait_connected,
     wait_ready,
     worker_main,
@@ -121,23 +121,6 @@ def _frame(frame: str) -> str | None:
 
 def _where(frame: str) -> str:
     return frame.rsplit(" (", 1)[-1]
-
-
-def thread_cpu_s(pid: int) -> dict[str, float]:
-    """CPU-seconds per thread of process `pid`, summed by thread name (/proc/PID/task)."""
-    out: collections.Counter = collections.Counter()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            out[name] += cpu_s_of(task / "stat")
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-    return dict(out)
-
-
-def cpu_s_of(stat: Path) -> float:
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def samples_in(raw: str) -> int:
