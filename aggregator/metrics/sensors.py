@@ -13,10 +13,10 @@ it does not: a series for each of the seven, nearly all 0, was a third of the pa
 and over a quarter of its series (bench/README.md, round 46). The power limit, a fact, is
 rendered here beside the draw with the same labels, so draw / limit divides in one scrape.
 
-A report costs what changed: each GPU's lines are kept with the readings they show, only
-the readings that moved are formatted again and only the families they are in joined again,
-with each GPU's label prefixes made once per facts version. A scrape joins the kept bytes a
-slice of nodes at a time, and only the slices whose nodes reported since (metrics/text.py).
+A report costs what changed: each node's lines are kept per family with the readings they
+show, and only the families whose readings moved are formatted again. A scrape joins the
+kept bytes a slice of nodes at a time, and only the slices whose nodes reported since
+(metrics/text.py).
 """
 
 from __future__ import annotations
@@ -129,6 +129,8 @@ _FIELDS = tuple(
     for source in _SOURCES
 )
 _ALL = range(len(FAMILIES))
+# (family, GpuSensors position) of the families that show a reading.
+_READINGS = tuple((k, f) for k, f in enumerate(_FIELDS) if f is not None)
 
 
 class SensorSeries:
@@ -172,21 +174,12 @@ class SensorSeries:
 
 
 class _NodeLines:
-    """One node's label prefixes (per facts version), its GPUs' lines with the readings they
-    show and its families' blocks, so a report formats only the readings that moved and joins
-    only the families they are in."""
+    """One node's GPU label sets, its readings and its families' blocks, so a report formats
+    again only the families whose readings moved: each such block, all of the node's GPUs.
+    No line is kept apart from its block: per GPU, the lines and their prefixes held 4-5 KiB
+    (bench/README.md, round 48), at 10,000 8-GPU nodes a third of the process."""
 
-    __slots__ = (
-        "blocks",
-        "facts",
-        "gpus",
-        "limits",
-        "name",
-        "order",
-        "prefixes",
-        "sensors",
-        "stamp",
-    )
+    __slots__ = ("blocks", "facts", "labels", "limits", "name", "readings", "sensors", "stamp")
 
     def __init__(self, node: NodeState):
         self.facts = node.facts
@@ -196,73 +189,52 @@ class _NodeLines:
         self.limits = {
             view.value("index"): view.number("power_limit_watts") for view in node.gpus()
         }
-        self.prefixes: dict[int, tuple] = {}
-        self.gpus: dict[int, tuple[GpuSensors, tuple[str, ...]]] = {}
-        self.order: tuple[int, ...] | None = None  # the GPUs' indices in `blocks`' order
+        self.readings: tuple[GpuSensors, ...] = ()  # as `blocks` show them, in their order
+        self.labels: tuple[str, ...] = ()  # each GPU's label set, in that order
         self.blocks = [b""] * len(FAMILIES)  # per family, every GPU's lines of it
 
     def render(self, sensors: Sensors) -> tuple[bytes, ...]:
         """One bytes per family (FAMILIES order), then the node's timestamp line."""
         self.sensors = sensors
-        order = tuple(gpu.index for gpu in sensors.gpus)
-        moved = set(_ALL) if order != self.order else set()  # families to join again
-        rows = []
-        for gpu in sensors.gpus:
-            held = self.gpus.get(gpu.index)
-            if held is None:
-                held = self.gpus[gpu.index] = (gpu, self._gpu_lines(gpu, _ALL, None))
-            elif held[0] != gpu:
-                changed = [
-                    k for k, f in enumerate(_FIELDS) if f is not None and gpu[f] != held[0][f]
-                ]
-                held = self.gpus[gpu.index] = (gpu, self._gpu_lines(gpu, changed, held[1]))
-                moved.update(changed)
-            rows.append(held[1])
-        if order != self.order:  # a GPU came or left the report: forget any that left
-            self.gpus = {i: self.gpus[i] for i in order}
-            self.order = order
+        gpus = sensors.gpus
+        if [g.index for g in gpus] != [g.index for g in self.readings]:
+            # A GPU came, left or moved in the report: every family, with new label sets.
+            self.labels = tuple(f'gpu="{g.index}",node="{self.name}"' for g in gpus)
+            moved: Iterable[int] = _ALL
+        else:
+            moved = set()
+            for gpu, held in zip(gpus, self.readings, strict=True):
+                if gpu is not held and gpu != held:
+                    moved.update(k for k, f in _READINGS if gpu[f] != held[f])
+        self.readings = gpus
         for k in moved:
-            self.blocks[k] = "".join(row[k] for row in rows).encode()
+            self.blocks[k] = self._block(k, gpus).encode()
         stamp = f"{self.stamp}{_number(sensors.at.timestamp())}\n"
         return (*self.blocks, stamp.encode())
 
-    def _gpu_lines(
-        self, gpu: GpuSensors, families: Iterable[int], held: tuple[str, ...] | None
-    ) -> tuple[str, ...]:
-        """GPU `gpu`'s line of each family: those in `families` formatted, the rest `held`."""
-        prefixes = self.prefixes.get(gpu.index)
-        if prefixes is None:
-            prefixes = self.prefixes[gpu.index] = _prefixes(self.name, gpu.index)
-        out = list(held) if held is not None else [""] * len(FAMILIES)
-        for k in families:
-            source, prefix = _SOURCES[k], prefixes[k]
-            if source == CLOCK_EVENTS:
-                mask = gpu.clock_event_reasons
-                out[k] = (
-                    "".join(
-                        f"{p}1.0\n"
-                        for p, (_, bit) in zip(prefix, _REASONS, strict=True)
-                        if mask & bit
-                    )
-                    if mask
-                    else ""
-                )
-                continue
-            value = self.limits.get(gpu.index) if source == POWER_LIMIT else getattr(gpu, source)
-            out[k] = "" if value is None else f"{prefix}{_number(value)}\n"
-        return tuple(out)
-
-
-def _prefixes(node: str, index: int) -> tuple:
-    """Each family's line up to the value for GPU `index` (labels sorted, as prometheus_client
-    writes them); the clock events' family has one per reason."""
-    labels = f'gpu="{index}",node="{node}"'
-    return tuple(
-        tuple(f'{name}{{{labels},reason="{r}"}} ' for r, _ in _REASONS)
-        if source == CLOCK_EVENTS
-        else f"{name}{{{labels}}} "
-        for name, _, _, source in FAMILIES
-    )
+    def _block(self, k: int, gpus: tuple[GpuSensors, ...]) -> str:
+        """Family `k`'s lines for the node's GPUs `gpus`."""
+        name, source = FAMILIES[k][0], _SOURCES[k]
+        if source == CLOCK_EVENTS:
+            return "".join(
+                f'{name}{{{labels},reason="{reason}"}} 1.0\n'
+                for labels, gpu in zip(self.labels, gpus, strict=True)
+                if gpu.clock_event_reasons
+                for reason, bit in _REASONS
+                if gpu.clock_event_reasons & bit
+            )
+        if source == POWER_LIMIT:
+            values = [self.limits.get(gpu.index) for gpu in gpus]
+        else:
+            field = _FIELDS[k]
+            values = [gpu[field] for gpu in gpus]
+        return "".join(
+            [
+                f"{name}{{{labels}}} {_number(value)}\n"
+                for labels, value in zip(self.labels, values, strict=True)
+                if value is not None
+            ]
+        )
 
 
 def _number(value: float) -> str:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client.parser import text_string_to_metric_families
 
 from plumb import facts as wire
-from plumb.aggregator.metrics.sensors import SensorSeries
+from plumb.aggregator.metrics.sensors import FAMILIES, SensorSeries
 from plumb.aggregator.state.live import LiveState, Sensors
 from plumb.aggregator.state.replicas import Membership
 from plumb.sensors import GpuSensors
@@ -199,18 +199,25 @@ def test_a_reason_that_ends_takes_its_series_with_it():
         assert "plumb_gpu_clock_event_active{" not in _text(series)
 
 
-def test_a_report_formats_only_the_gpus_whose_readings_moved():
+def test_a_report_formats_only_the_families_whose_readings_moved():
     state = LiveState()
     node = state.node("n1", AT)
     node.facts = {**FACTS, "gpus[1].index": wire.Reading.ok(1)}
-    node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=41), GpuSensors(1, 40)))
+    node.sensors = Sensors(
+        AT, (GpuSensors(0, temperature_celsius=41, sm_clock_mhz=1980), GpuSensors(1, 40))
+    )
     series = SensorSeries(state, Membership("r1", tailing=False))
     series.touched("n1")
-    gpu1 = series._nodes["n1"].gpus[1][1]
-    node.sensors = Sensors(AT, (GpuSensors(0, temperature_celsius=42), GpuSensors(1, 40)))
+    before = list(series._nodes["n1"].blocks)
+    node.sensors = Sensors(
+        AT, (GpuSensors(0, temperature_celsius=42, sm_clock_mhz=1980), GpuSensors(1, 40))
+    )
     series.touched("n1")
-    assert series._nodes["n1"].gpus[1][1] is gpu1  # equal readings: the lines kept
+    after = series._nodes["n1"].blocks
+    moved = [k for k, (b, a) in enumerate(zip(before, after, strict=True)) if a is not b]
+    assert [FAMILIES[k][0] for k in moved] == ["plumb_gpu_temperature_celsius"]
     text = _text(series)
+    assert 'plumb_gpu_sm_clock_mhz{gpu="0",node="n1"} 1980.0\n' in text
     assert 'plumb_gpu_temperature_celsius{gpu="0",node="n1"} 42.0\n' in text
     assert 'plumb_gpu_temperature_celsius{gpu="1",node="n1"} 40.0\n' in text
     # GPU 1 has no power limit among the facts: no sample, rather than a made-up one.
