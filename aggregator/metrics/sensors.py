@@ -176,8 +176,8 @@ class SensorSeries:
 class _NodeLines:
     """One node's GPU label sets, its readings and its families' blocks, so a report formats
     again only the families whose readings moved: each such block, all of the node's GPUs.
-    No line is kept apart from its block: per GPU, the lines and their prefixes held 4-5 KiB
-    (bench/README.md, round 48), at 10,000 8-GPU nodes a third of the process."""
+    No line is kept apart from its block: per GPU, the lines and their prefixes held 4-5 KiB,
+    at 10,000 8-GPU nodes a fifth of the process's RSS (bench/README.md, round 48)."""
 
     __slots__ = ("blocks", "facts", "labels", "limits", "name", "readings", "sensors", "stamp")
 
