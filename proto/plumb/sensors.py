@@ -151,7 +151,7 @@ def from_proto(report: facts_pb2.SensorReport) -> tuple[GpuSensors, ...]:
     seen: set[int] = set()
     for i, msg in enumerate(report.gpus):
         if msg.index in seen:
-            raise SensorsError(f"gpus[{i}].index: GPU {msg.index} is reported twice")
+            raise _twice(i, msg.index)
         seen.add(msg.index)
         values: list[int | float | None] = [msg.index]
         for wire, scale, bound in _WIRE:
@@ -210,7 +210,7 @@ def apply_changes(
                 "before; a GPU that comes needs a whole report"
             )
         if msg.index in seen:
-            raise SensorsError(f"gpus[{i}].index: GPU {msg.index} is reported twice")
+            raise _twice(i, msg.index)
         seen.add(msg.index)
         moved = msg.moved
         if moved >> len(_WIRE):
@@ -230,6 +230,10 @@ def apply_changes(
             values[bit + 1] = value / scale if scale != 1 else value
         out[k] = GpuSensors._make(values)
     return tuple(out)
+
+
+def _twice(i: int, index: int) -> SensorsError:
+    return SensorsError(f"gpus[{i}].index: GPU {index} is reported twice")
 
 
 def _beyond(i: int, wire: str, value: int, bound: int) -> SensorsError:
