@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from json.encoder import encode_basestring
 from typing import Literal
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -124,18 +125,8 @@ class Reading:
 # one path string and one (immutable) Reading per distinct value, instead of a copy per node.
 _SHARED_MAX = 1 << 17
 _SHARED_STR_MAX = 128  # bounds the cache at a few tens of MiB
-_shared_paths: dict[str, str] = {}
 _shared_readings: dict[tuple, Reading] = {}
-
-
-def _shared_path(path: str) -> str:
-    found = _shared_paths.get(path)
-    if found is not None:
-        return found
-    if len(_shared_paths) >= _SHARED_MAX:
-        _shared_paths.clear()
-    _shared_paths[path] = path
-    return path
+_NOT_SUPPORTED = Reading.not_supported()  # every leaf reported so shares it
 
 
 def _shared_reading(status: Status, value: Scalar | None, error: str | None = None) -> Reading:
@@ -161,7 +152,7 @@ def _leaf_to_reading(leaf: Message, kind: type, path: str) -> Reading | None:
         return _shared_reading("ok", kind(value))
     if status == "error":
         return _failed(path, leaf.error)  # type: ignore[attr-defined]
-    return _shared_reading("not_supported", None)
+    return _NOT_SUPPORTED
 
 
 def _status(path: str, number: int) -> Status:
@@ -205,17 +196,20 @@ def flatten(facts: facts_pb2.NodeFacts) -> dict[str, Reading]:
     return out
 
 
-# How _walk reads each field: its name, its leaf type (None for a container or a plain
-# scalar), whether it repeats and whether it is a message. Descriptor attributes cost more
-# to read than the field's value, so they are read once per field of the schema.
+# How _walk reads each field under a prefix: the field's path, its leaf type (None for a
+# container or a plain scalar), whether it repeats and whether it is a message. Descriptor
+# attributes and path strings cost more than the field's value, so each is made once per
+# prefix (``gpus[3].``) and field, and every node shares the path string. A hostile node can
+# send many prefixes (indexes), so the table is dropped once it holds _PREFIXES_MAX.
 _Plan = tuple[str, type | None, bool, bool]
-_plans: dict[FieldDescriptor, _Plan] = {}
+_PREFIXES_MAX = 1 << 12
+_plans: dict[str, dict[FieldDescriptor, _Plan]] = {}
 
 
-def _plan(field: FieldDescriptor) -> _Plan:
+def _plan(prefix: str, field: FieldDescriptor, plans: dict[FieldDescriptor, _Plan]) -> _Plan:
     is_message = field.type == FieldDescriptor.TYPE_MESSAGE
     kind = _LEAF_TYPES.get(field.message_type.full_name) if is_message else None
-    plan = _plans[field] = (field.name, kind, field.is_repeated, is_message)
+    plan = plans[field] = (prefix + field.name, kind, field.is_repeated, is_message)
     return plan
 
 
@@ -224,12 +218,17 @@ def _plan(field: FieldDescriptor) -> _Plan:
 # that breaks a rule misses every time and is refused with its path.
 _ok_leaves: dict[tuple, Reading] = {}
 _OK = facts_pb2.FACT_STATUS_OK
+_NOT_SUPPORTED_STATUS = facts_pb2.FACT_STATUS_NOT_SUPPORTED
 
 
 def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
+    plans = _plans.get(prefix)
+    if plans is None:
+        if len(_plans) >= _PREFIXES_MAX:
+            _plans.clear()
+        plans = _plans[prefix] = {}
     for field, value in msg.ListFields():
-        name, kind, repeated, is_message = _plans.get(field) or _plan(field)
-        path = _shared_path(f"{prefix}{name}")
+        path, kind, repeated, is_message = plans.get(field) or _plan(prefix, field, plans)
         if not is_message:
             # Plain scalars (the path of a library) are identities, exposed as readings.
             _check_value(path, value)
@@ -243,7 +242,7 @@ def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
                 _walk(item, f"{path}[{i}].", out)
         elif kind is None:
             _walk(value, f"{path}.", out)
-        elif value.status == _OK:
+        elif (status := value.status) == _OK:
             v = value.value
             # True and 1, or 0.0 and -0.0, are equal but not the same reading.
             key = (kind, v.hex() if kind is float else v)
@@ -255,6 +254,8 @@ def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
                         _ok_leaves.clear()
                     _ok_leaves[key] = reading
             out[path] = reading
+        elif status == _NOT_SUPPORTED_STATUS:
+            out[path] = _NOT_SUPPORTED
         else:
             reading = _leaf_to_reading(value, kind, path)
             if reading is not None:
@@ -390,22 +391,33 @@ def content_digest(flat: Mapping[str, Reading]) -> bytes:
     The canonical JSON is ``json.dumps({path: r.to_json()}, sort_keys=True,
     separators=(",", ":"), ensure_ascii=False)``, built here from each path's and each
     reading's JSON, encoded once and kept: the aggregator checks every FullFacts it parses,
-    and a fleet repeats the same paths and (shared, see flatten) Reading objects on every
-    node, so a reading's JSON is found by the object's identity, not by its value.
+    and a fleet repeats the same paths, in the same order, and (shared, see flatten) Reading
+    objects on every node. So the sorted paths' JSON is found by the paths as they come, and
+    a reading's JSON by the object's identity, not by its value.
     """
-    paths, readings = _path_jsons, _reading_jsons
+    readings = _reading_jsons
+    paths = tuple(flat)
+    order = _orders.get(paths)
+    if order is None:
+        if len(_orders) >= _ORDERS_MAX:
+            _orders.clear()
+        ordered = sorted(paths)
+        order = _orders[paths] = (ordered, [_path_json(p) for p in ordered])
     parts = []
-    for p in sorted(flat):
+    for p, path_json in zip(*order, strict=True):
         r = flat[p]
         held = readings.get(id(r))
-        parts.append(paths.get(p) or _path_json(p))
+        parts.append(path_json)
         parts.append(held[1] if held is not None and held[0] is r else _reading_json(r))
     # Each reading's JSON ends with a comma: the last one's is cut.
     return hashlib.sha256(("{" + "".join(parts)[:-1] + "}").encode()).digest()
 
 
-# '"path":' by path, and (reading, 'reading JSON,') by the reading's id: the reading is held
-# so that its id is not reused while kept.
+# The sorted paths and their '"path":' JSON by the paths in their order in a dict (a fleet's
+# nodes of one kind share a few orders), '"path":' by path, and (reading, 'reading JSON,')
+# by the reading's id: the reading is held so that its id is not reused while kept.
+_ORDERS_MAX = 1 << 8
+_orders: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
 _path_jsons: dict[str, str] = {}
 _reading_jsons: dict[int, tuple[Reading, str]] = {}
 
@@ -425,7 +437,12 @@ def _path_json(path: str) -> str:
 
 def _reading_json(r: Reading) -> str:
     """The canonical JSON of `r` and a comma, kept unless it is large."""
-    found = _canonical(r.to_json()) + ","
+    if r.status == "ok" and type(r.value) is str:
+        # A node's own strings (UUIDs, serials, its name) miss the cache on every new node:
+        # the sorted keys are written out, the string escaped as json.dumps does.
+        found = '{"status":"ok","value":' + encode_basestring(r.value) + "},"
+    else:
+        found = _canonical(r.to_json()) + ","
     if (type(r.value) is str and len(r.value) > _SHARED_STR_MAX) or (
         r.error is not None and len(r.error) > _SHARED_STR_MAX
     ):

@@ -131,6 +131,24 @@ def test_equal_values_of_another_type_or_sign_hash_apart_in_any_order():
         )
 
 
+def test_the_hash_sorts_the_paths_whatever_order_they_come_in_and_however_often():
+    flat = {
+        "host.kernel": wire.Reading.ok("6.8"),
+        "driver.driver_version": wire.Reading.ok("570.1"),
+        "gpus[0].index": wire.Reading.ok(0),
+    }
+    canonical = (
+        '{"driver.driver_version":{"status":"ok","value":"570.1"},'
+        '"gpus[0].index":{"status":"ok","value":0},"host.kernel":{"status":"ok","value":"6.8"}}'
+    )
+    backwards = dict(reversed(flat.items()))
+    for facts in (flat, backwards, flat, backwards):
+        assert wire.content_hash(facts) == _sha256(canonical)
+    # The same paths in the same order, one value moved: the new value is hashed.
+    newer = {**flat, "host.kernel": wire.Reading.ok('6.9 "rt"')}
+    assert wire.content_hash(newer) == _sha256(canonical.replace('"6.8"', '"6.9 \\"rt\\""'))
+
+
 @given(flat_facts())
 def test_the_hash_is_the_canonical_json_of_any_facts(flat):
     canonical = json.dumps(
