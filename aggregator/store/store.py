@@ -674,12 +674,31 @@ def _problem(update: NodeUpdate) -> str | None:
         for reading in (change.old, change.new):
             if reading is not None and not _reading_ok(reading):
                 return f"{change.path}: malformed reading"
+    paths, readings = _checked_paths, _checked_readings
     for path, reading in (update.facts or {}).items():
-        if not _text_ok(path, PATH_CHARS) or not path:
-            return f"fact path must be 1 to {PATH_CHARS} characters, without NUL"
-        if not _reading_ok(reading):
-            return f"{path}: malformed reading"
+        if path not in paths:
+            if not _text_ok(path, PATH_CHARS) or not path:
+                return f"fact path must be 1 to {PATH_CHARS} characters, without NUL"
+            _remember(paths, path, path)
+        if readings.get(id(reading)) is not reading:
+            if not _reading_ok(reading):
+                return f"{path}: malformed reading"
+            _remember(readings, id(reading), reading)
     return None
+
+
+# A fleet stores the same paths and (shared, see plumb.facts.flatten) Reading objects node
+# after node: each is checked once. A reading is found by its identity, and held so that its
+# id is not reused while kept; Reading is frozen.
+_CHECKED_MAX = 1 << 16
+_checked_paths: dict[str, str] = {}
+_checked_readings: dict[int, Reading] = {}
+
+
+def _remember(checked: dict, key: object, value: object) -> None:
+    if len(checked) >= _CHECKED_MAX:
+        checked.clear()
+    checked[key] = value
 
 
 def _text_ok(value: object, max_chars: int) -> bool:

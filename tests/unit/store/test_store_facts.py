@@ -323,6 +323,15 @@ def test_an_invalid_update_fails_the_whole_batch_and_writes_nothing(url, store, 
     assert _rows(url, "fact_changes") == 0
 
 
+def test_a_path_stored_before_is_checked_again_with_each_new_reading(url, store):
+    # Paths and readings are checked once each; a good path with a bad reading still fails.
+    store.apply([NodeUpdate("n", T0, facts={"host.kernel": OLD})])
+    bad = NodeUpdate("m", T0, facts={"host.kernel": Reading.ok("6.8 \ud800")})
+    with pytest.raises(StoreError, match="host.kernel: malformed reading"):
+        store.apply([bad])
+    assert [node.name for node in store.load()] == ["n"]
+
+
 def test_a_database_failure_mid_batch_rolls_the_whole_batch_back(url, store):
     store.apply([_added("n", {"a": OLD})])
     _sql(url, *_BOOM[url.split(":")[0].split("+")[0]])
