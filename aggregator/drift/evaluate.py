@@ -250,24 +250,26 @@ def health(
             value = g.number(rule.fact)
             if value is None:
                 continue
+            # What was expected is worded only for a finding: nearly every GPU is in bounds.
             if rule.above is not None:
-                bad, expected = value > rule.above, f"<= {rule.above:g}"
+                if value <= rule.above:
+                    continue
+                expected = f"<= {rule.above:g}"
             else:
                 bound = _reference(accepted, majorities, i, rule.fact, rule.below or ())
-                if bound is None:
+                if bound is None or value >= bound[0]:
                     continue
-                bad, expected = value < bound[0], f"{bound[0]:g} ({bound[1]})"
-            if bad:
-                out.append(
-                    Observation(
-                        "health",
-                        f"gpu{i}/{rule.name}",
-                        expected,
-                        f"{value:g}",
-                        rule.severity,
-                        rule.remediation,
-                    )
+                expected = f"{bound[0]:g} ({bound[1]})"
+            out.append(
+                Observation(
+                    "health",
+                    f"gpu{i}/{rule.name}",
+                    expected,
+                    f"{value:g}",
+                    rule.severity,
+                    rule.remediation,
                 )
+            )
     if baseline_gpus is not None and count < baseline_gpus:
         missing = rules.health.missing_gpus
         out.append(
