@@ -416,7 +416,7 @@ def content_digest(flat: Mapping[str, Reading]) -> bytes:
 # The sorted paths and their '"path":' JSON by the paths in their order in a dict (a fleet's
 # nodes of one kind share a few orders), '"path":' by path, and (reading, 'reading JSON,')
 # by the reading's id: the reading is held so that its id is not reused while kept.
-_ORDERS_MAX = 1 << 8
+_ORDERS_MAX = 1 << 6  # few: an order a hostile node sends can hold many thousand paths
 _orders: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
 _path_jsons: dict[str, str] = {}
 _reading_jsons: dict[int, tuple[Reading, str]] = {}
