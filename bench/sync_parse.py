@@ -1,14 +1,13 @@
-"""What a new node's FullFacts costs the aggregator before it is evaluated: its parse,
-flatten, digest and first write.
+"""What a new node's FullFacts costs the aggregator before its evaluation, step by step.
 
-Makes `--nodes` distinct dgx-h100 nodes per pass (bench/nodes.py: each with its own
-hostname, boot id and GPU UUIDs and serials) and sends each node's NodeFacts the way a cold
-sync takes them: parsed from the bytes an agent sends, flattened (`plumb.facts.flatten`),
-hashed (`content_hash`), and written as the node's first facts through the real Store on
-SQLite, in batches of the store's `batch_max` as the intake writes them. Each pass has nodes
-new to the process, as every node is at a cold start. The figure is process CPU time per
-node for each step, the median of `--repeat` passes (this machine's timing moves by a third
-from pass to pass), every pass listed too. `--profile` prints cProfile's top functions.
+Makes `--nodes` distinct dgx-h100 nodes per pass (bench/nodes.py: each with its own hostname,
+boot id and GPU UUIDs and serials) and takes each node's NodeFacts the way a cold sync does:
+parsed from the bytes an agent sends, flattened (`plumb.facts.flatten`), hashed
+(`content_hash`), and written as the node's first facts through the real Store on SQLite, in
+batches of the store's `batch_max` as the intake writes them. Each pass has nodes new to the
+process, as every node is at a cold start. The figure is process CPU time per node for each
+step, the median of `--repeat` passes (this machine's timing moves by a third from pass to
+pass), every pass listed too. `--profile` prints cProfile's top functions.
 
     .venv/bin/python bench/sync_parse.py --nodes 2000 --repeat 5
 """
