@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
-from typing import Literal
+from typing import Literal, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -44,6 +44,7 @@ __all__ = [
 
 Status = Literal["ok", "not_supported", "error"]
 Scalar = str | int | float | bool
+_T = TypeVar("_T")
 
 _STATUS_FROM_PROTO: dict[int, Status] = {
     facts_pb2.FACT_STATUS_OK: "ok",
@@ -136,10 +137,17 @@ def _shared_reading(status: Status, value: Scalar | None, error: str | None = No
     key = (status, type(value), value.hex() if type(value) is float else value, error)
     found = _shared_readings.get(key)
     if found is None:
-        if len(_shared_readings) >= _SHARED_MAX:
-            _shared_readings.clear()
-        found = _shared_readings[key] = Reading(status, value, error)
+        found = _keep(_shared_readings, key, Reading(status, value, error))
     return found
+
+
+def _keep(table: dict, key: object, value: _T, limit: int = _SHARED_MAX) -> _T:
+    """`value`, kept in `table` under `key`. A full table is emptied first: what a fleet
+    repeats is kept again at once, and a hostile sender's variety stays bounded."""
+    if len(table) >= limit:
+        table.clear()
+    table[key] = value
+    return value
 
 
 def _leaf_to_reading(leaf: Message, kind: type, path: str) -> Reading | None:
@@ -224,9 +232,7 @@ _NOT_SUPPORTED_STATUS = facts_pb2.FACT_STATUS_NOT_SUPPORTED
 def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
     plans = _plans.get(prefix)
     if plans is None:
-        if len(_plans) >= _PREFIXES_MAX:
-            _plans.clear()
-        plans = _plans[prefix] = {}
+        plans = _keep(_plans, prefix, {}, _PREFIXES_MAX)
     for field, value in msg.ListFields():
         path, kind, repeated, is_message = plans.get(field) or _plan(prefix, field, plans)
         if not is_message:
@@ -250,9 +256,7 @@ def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
             if reading is None:
                 reading = _leaf_to_reading(value, kind, path)
                 if type(v) is not str or len(v) <= _SHARED_STR_MAX:
-                    if len(_ok_leaves) >= _SHARED_MAX:
-                        _ok_leaves.clear()
-                    _ok_leaves[key] = reading
+                    _keep(_ok_leaves, key, reading)
             out[path] = reading
         elif status == _NOT_SUPPORTED_STATUS:
             out[path] = _NOT_SUPPORTED
@@ -399,10 +403,8 @@ def content_digest(flat: Mapping[str, Reading]) -> bytes:
     paths = tuple(flat)
     order = _orders.get(paths)
     if order is None:
-        if len(_orders) >= _ORDERS_MAX:
-            _orders.clear()
         ordered = sorted(paths)
-        order = _orders[paths] = (ordered, [_path_json(p) for p in ordered])
+        order = _keep(_orders, paths, (ordered, [_path_json(p) for p in ordered]), _ORDERS_MAX)
     parts = []
     for p, path_json in zip(*order, strict=True):
         r = flat[p]
@@ -429,9 +431,7 @@ def _canonical(doc: object) -> str:
 def _path_json(path: str) -> str:
     found = _path_jsons.get(path)
     if found is None:
-        if len(_path_jsons) >= _SHARED_MAX:
-            _path_jsons.clear()
-        found = _path_jsons[path] = _canonical(path) + ":"
+        found = _keep(_path_jsons, path, _canonical(path) + ":")
     return found
 
 
@@ -447,10 +447,7 @@ def _reading_json(r: Reading) -> str:
         r.error is not None and len(r.error) > _SHARED_STR_MAX
     ):
         return found  # rare and large: not worth keeping
-    if len(_reading_jsons) >= _SHARED_MAX:
-        _reading_jsons.clear()
-    _reading_jsons[id(r)] = (r, found)
-    return found
+    return _keep(_reading_jsons, id(r), (r, found))[1]
 
 
 def content_hash(flat: Mapping[str, Reading]) -> str:
