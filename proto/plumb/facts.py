@@ -150,17 +150,14 @@ def _keep(table: dict, key: object, value: _T, limit: int = _SHARED_MAX) -> _T:
     return value
 
 
-def _leaf_to_reading(leaf: Message, kind: type, path: str) -> Reading | None:
+def _other_leaf(leaf: Message, path: str) -> Reading | None:
+    """The reading of a leaf neither ok nor not supported: none when it was not collected,
+    else its error; a status this side does not know is refused."""
     if leaf.status == facts_pb2.FACT_STATUS_UNSPECIFIED:  # type: ignore[attr-defined]
         return None  # not collected
-    status = _status(path, leaf.status)  # type: ignore[attr-defined]
-    if status == "ok":
-        value = leaf.value  # type: ignore[attr-defined]
-        _check_value(path, value)
-        return _shared_reading("ok", kind(value))
-    if status == "error":
-        return _failed(path, leaf.error)  # type: ignore[attr-defined]
-    return _NOT_SUPPORTED
+    # Ok and not supported were taken before: what _status leaves is an error.
+    _status(path, leaf.status)  # type: ignore[attr-defined]
+    return _failed(path, leaf.error)  # type: ignore[attr-defined]
 
 
 def _status(path: str, number: int) -> Status:
@@ -254,14 +251,15 @@ def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
             key = (kind, v.hex() if kind is float else v)
             reading = _ok_leaves.get(key)
             if reading is None:
-                reading = _leaf_to_reading(value, kind, path)
+                _check_value(path, v)
+                reading = _shared_reading("ok", kind(v))
                 if type(v) is not str or len(v) <= _SHARED_STR_MAX:
                     _keep(_ok_leaves, key, reading)
             out[path] = reading
         elif status == _NOT_SUPPORTED_STATUS:
             out[path] = _NOT_SUPPORTED
         else:
-            reading = _leaf_to_reading(value, kind, path)
+            reading = _other_leaf(value, path)
             if reading is not None:
                 out[path] = reading
 
