@@ -63,6 +63,12 @@ class IngestSettings(BaseModel):
     # for an 8-GPU node): enough for a whole cold-started fleet to wait rather than be
     # refused. Past it a Hello is refused RESOURCE_EXHAUSTED with a hint; 0 refuses at once.
     max_waiting_streams: int = Field(16384, ge=0)
+    # Streams gRPC holds before the servicer takes them, one a turn of the event loop: a
+    # reconnect storm arrives faster. gRPC's own limit (past 1,000 some are ended at random,
+    # past 3,000 all) ends them unanswered, which agents read as CANCELLED or INTERNAL,
+    # with no retry hint (bench/README.md, round 50). Held here, each is answered, or
+    # refused by the limits above.
+    max_pending_streams: int = Field(16384, ge=1)
     # How long a stream admitted now should take to sync: a fifth of the agent's 10 s
     # Welcome timeout, so an admitted agent is answered long before it gives up.
     sync_target_s: float = Field(2.0, gt=0)

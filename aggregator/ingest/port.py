@@ -83,6 +83,9 @@ async def listen(settings: AggregatorSettings) -> Port:
             # gRPC shares a port between processes by default: a second `plumb serve` on the
             # same address would silently take half the agents instead of failing.
             ("grpc.so_reuseport", 0),
+            # Hold a storm's streams until they are taken, rather than gRPC ending them.
+            ("grpc.server.max_pending_requests", settings.ingest.max_pending_streams),
+            ("grpc.server.max_pending_requests_hard_limit", settings.ingest.max_pending_streams),
         ]
     )
     ready = asyncio.get_running_loop().create_future()

@@ -1,6 +1,7 @@
 """The agents' port opens before the aggregator is built (ingest/port.py): a stream that
 arrives while the stored nodes load is held and then served on its own connection, against
-the loaded state; one held too long is refused UNAVAILABLE with a retry hint.
+the loaded state; one held too long is refused UNAVAILABLE with a retry hint. Streams gRPC
+holds while the loop is busy are kept up to `ingest.max_pending_streams`.
 
 The aggregator is the real one (`open_process`, SQLite in a temp dir) behind the real
 `listen` on loopback, in the test's own loop.
@@ -9,6 +10,9 @@ The aggregator is the real one (`open_process`, SQLite in a temp dir) behind the
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import time
 
 import grpc
 import pytest
@@ -119,3 +123,67 @@ async def test_a_stream_held_past_the_hold_is_refused_unavailable_with_a_retry_h
         assert hint in tuple(refused.value.trailing_metadata())
     finally:
         await port.server.stop(0)
+
+
+class _Welcoming(agent_pb2_grpc.AgentServiceServicer):
+    """Answers each Hello with a Welcome, and nothing more."""
+
+    async def Connect(self, request_iterator, context):  # noqa: N802
+        await context.read()
+        await context.write(agent_pb2.ConnectResponse(welcome=agent_pb2.Welcome()))
+
+
+# Opens argv[2] streams at once, one channel each, to argv[1]: each sends a Hello. Prints
+# "sent" once all are under way, then each stream's first reply or the status that ended it.
+_BURST = """
+import sys, grpc
+from plumb.v1 import agent_pb2, agent_pb2_grpc
+channels = [grpc.insecure_channel(sys.argv[1]) for _ in range(int(sys.argv[2]))]
+for channel in channels:
+    grpc.channel_ready_future(channel).result(timeout=30)
+hello = agent_pb2.ConnectRequest(hello=agent_pb2.Hello(node_name="burst", boot_id="b"))
+calls = [agent_pb2_grpc.AgentServiceStub(c).Connect(iter([hello])) for c in channels]
+print("sent", flush=True)
+for call in calls:
+    try:
+        print(next(call).WhichOneof("message"))
+    except grpc.RpcError as exc:
+        print(exc.code().name)
+"""
+
+
+@pytest.mark.parametrize("pending", [5, 100])
+async def test_streams_that_arrive_while_the_loop_is_busy_are_held_up_to_the_pending_limit(
+    tmp_path, pending
+):
+    # gRPC takes a new stream only on a turn of the aggregator's loop. Streams it holds
+    # meanwhile past its pending limit it ends unanswered; below it, each is answered once
+    # the loop is free.
+    settings = AggregatorSettings(
+        db=f"sqlite:///{tmp_path / 'plumb.db'}",
+        grpc_listen="127.0.0.1:0",
+        ingest={"max_pending_streams": pending},
+    )
+    port = await listen(settings)
+    port.ready.set_result(_Welcoming())
+    streams = 40
+    burst = subprocess.Popen(  # noqa: ASYNC220 (the loop must not turn meanwhile)
+        [sys.executable, "-c", _BURST, f"127.0.0.1:{port.number}", str(streams)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The loop blocked, no turn taken, until the streams are sent and 2 s after.
+        assert burst.stdout.readline() == "sent\n"  # noqa: ASYNC250 (blocking is the point)
+        time.sleep(2)  # noqa: ASYNC251
+        out, _ = await asyncio.to_thread(burst.communicate, timeout=60)
+    finally:
+        burst.kill()
+        await port.server.stop(0)
+    ended = out.split()
+    assert len(ended) == streams
+    if pending < streams:
+        assert ended.count("welcome") <= pending + 1  # held, plus the one gRPC had asked for
+        assert set(ended) - {"welcome"} <= {"CANCELLED", "INTERNAL", "UNAVAILABLE"}
+    else:
+        assert ended == ["welcome"] * streams
