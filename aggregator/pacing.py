@@ -7,8 +7,7 @@ stream at a time; a step that runs a piece of bulk work lasts as long as the pie
 with the loop free for 1 ms after each piece, 537; for 3 ms, 996 (`bench/grpc_accept.py`).
 A cold start's syncs (parsing, hashing and evaluating ~370 facts each) ran back to back, so
 agents' Hellos waited in gRPC's queue past their Welcome timeout, and their retries added to
-the load. A restart's restore of its stored nodes is the same kind of work, met by a storm of
-reconnecting agents, and takes its turns from the same pacer, a node a turn.
+the load.
 
 So while streams arrive (one did within ARRIVING_S), bulk work holds at most `duty` of the
 loop; once they stop, it runs back to back, still one piece a step.

@@ -52,7 +52,6 @@ from plumb.aggregator.metrics.collectors import (
 from plumb.aggregator.metrics.gates import GateCollector
 from plumb.aggregator.metrics.nodes import NodeSeries
 from plumb.aggregator.metrics.sensors import SensorSeries
-from plumb.aggregator.pacing import Pacer
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import AggregatorSettings
 from plumb.aggregator.state.live import LiveState, NodeState, utcnow
@@ -89,8 +88,6 @@ class Process:
     loaded: list[NodeState]
     restored: asyncio.Event
     loop_lag: LoopLag
-    # Turns of the event loop for bulk work: syncs, and the restore between them.
-    pacer: Pacer
 
     async def expire_nodes(self) -> None:
         """Remove nodes gone longer than nodes.expire_after_s, until cancelled; with replicas,
@@ -112,7 +109,7 @@ class Process:
         """Hash and evaluate the nodes loaded from the store; /readyz says `restored: false`
         until it is done. Until then some restored nodes lack their recipe and pool."""
         try:
-            await self.intake.evaluate_restored(self.loaded, self.pacer)
+            await self.intake.evaluate_restored(self.loaded)
         except Exception:
             log.exception("restoring stored nodes failed; /readyz stays 503 until a restart")
             raise
@@ -295,7 +292,6 @@ async def open_process(settings: AggregatorSettings) -> Process:
         )
     except ValueError as exc:
         raise InvalidInput(str(exc), hint="set PLUMB_VALIDATION__SCHEDULE to known phases") from exc
-    pacer = Pacer(settings.ingest.sync_duty)
     ingest = Ingest(
         streams,
         intake,
@@ -305,7 +301,6 @@ async def open_process(settings: AggregatorSettings) -> Process:
         settings.ingest,
         IngestMetrics(registry),
         build_authenticator(settings.auth),
-        pacer=pacer,
     )
     restored = asyncio.Event()
     if not loaded:
@@ -342,7 +337,6 @@ async def open_process(settings: AggregatorSettings) -> Process:
         loaded,
         restored,
         loop_lag,
-        pacer,
     )
 
 

@@ -72,12 +72,12 @@ class IngestSettings(BaseModel):
     # How long a stream admitted now should take to sync: a fifth of the agent's 10 s
     # Welcome timeout, so an admitted agent is answered long before it gives up.
     sync_target_s: float = Field(2.0, gt=0)
-    # The share of the event loop syncs, and a restart's restore of stored nodes, may hold
-    # while new streams arrive (aggregator/pacing.py): after each sync or restored node the
-    # loop is free for (1 - duty) / duty of the time it took, so gRPC takes new streams
-    # between them. In 10,000-agent cold starts, 1.0 (back to back) cost 12,009 and 25,181
-    # failed attempts and welcomed the last agent after 160 and 265 s; 0.25 cost 7,271 and
-    # 3,380 and took 74 and 68 s (bench/README.md, round 36).
+    # The share of the event loop syncs may hold while new streams arrive
+    # (aggregator/pacing.py): after each sync the loop is free for (1 - duty) / duty of the
+    # time it took, so gRPC takes new streams between syncs. In 10,000-agent cold starts,
+    # 1.0 (back to back) cost 12,009 and 25,181 failed attempts and welcomed the last agent
+    # after 160 and 265 s; 0.25 cost 7,271 and 3,380 and took 74 and 68 s (bench/README.md,
+    # round 36).
     sync_duty: float = Field(0.25, gt=0, le=1)
     # A stream that arrives while the aggregator is still loading its stored nodes (the port
     # opens first, ingest/port.py) waits this long, half the agent's 10 s Welcome timeout,

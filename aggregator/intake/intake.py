@@ -16,6 +16,7 @@ cannot bring them back), see `store/writer.py`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -23,7 +24,6 @@ from datetime import datetime, timedelta
 
 from plumb.aggregator.drift import Baseline, DriftFinding, Observation, Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
-from plumb.aggregator.pacing import Pacer
 from plumb.aggregator.state.live import LiveState, NodeState, Sensors
 from plumb.aggregator.state.stack import stack_hash
 from plumb.aggregator.store import Change, NodeUpdate, StoredNode, Writer
@@ -310,17 +310,17 @@ class Intake:
             for n in stored
         ]
 
-    async def evaluate_restored(self, nodes: list[NodeState], pacer: Pacer) -> None:
-        """Hash and evaluate restored nodes, each in a turn of `pacer`, the one syncs take
-        theirs of: agents reconnecting meanwhile are taken between nodes, as between syncs
-        (aggregator/pacing.py). Findings that still hold keep their times."""
-        for node in nodes:
-            async with pacer.turn():
-                if node.facts:
-                    node.ensure_hash()
-                    self._commit(node, None)
-                else:
-                    self._touched(node.name)
+    async def evaluate_restored(self, nodes: list[NodeState], chunk: int = 100) -> None:
+        """Hash and evaluate restored nodes, `chunk` at a time, yielding to the loop between
+        chunks so agents reconnect meanwhile; findings that still hold keep their times."""
+        for i, node in enumerate(nodes, 1):
+            if node.facts:
+                node.ensure_hash()
+                self._commit(node, None)
+            else:
+                self._touched(node.name)
+            if i % chunk == 0:
+                await asyncio.sleep(0)
 
     def remote_row(self, row: StoredNode) -> None:
         """Take the connection and identity of a node another replica wrote."""

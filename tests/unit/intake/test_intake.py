@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from plumb.aggregator.drift import DriftEngine, Transitions
 from plumb.aggregator.drift.evaluation import Evaluator
 from plumb.aggregator.intake.intake import Intake, StreamStart
-from plumb.aggregator.pacing import Pacer
 from plumb.aggregator.recipes import ResolutionCache, load_catalog
 from plumb.aggregator.settings import RecipeSettings
 from plumb.aggregator.state.live import LiveState
@@ -201,55 +199,11 @@ async def test_restored_nodes_are_disconnected_until_evaluated_then_have_their_f
     )
     (node,) = intake.restore([stored], [], {})
     assert not node.connected and "gpu-1" not in evaluator.resolutions
-    await intake.evaluate_restored([node], Pacer(1.0))
+    await intake.evaluate_restored([node])
     assert node.content_hash == content_hash(stored.facts)
     assert any(f.component == "driver-minimum" for f in evaluator.drift.open_findings("gpu-1"))
     assert all(not u.changes for u in writer.updates)  # restoring stores no fact again
     assert state.get("gpu-1") is node
-
-
-async def test_a_restore_evaluates_a_node_a_turn_with_the_loop_free_between_while_agents_arrive():
-    # gRPC takes a new stream only on a step of the loop: a restore that evaluated many nodes
-    # in one step took few reconnecting agents meanwhile.
-    intake, _, evaluator, _, _ = make()
-    stored = [
-        StoredNode(
-            name=f"gpu-{i}",
-            connected=False,
-            boot_id=f"boot-{i}",
-            agent_version="0.1.0",
-            first_seen_at=datetime(2026, 11, 1, tzinfo=UTC),
-            last_report_at=datetime(2026, 11, 28, tzinfo=UTC),
-            facts=h100(driver="550.163.01"),
-        )
-        for i in range(3)
-    ]
-    nodes = intake.restore(stored, [], {})
-    reads = 0
-
-    def clock() -> float:  # read at a turn's start and end: every node takes 0.05 s
-        nonlocal reads
-        reads += 1
-        return reads // 2 * 0.05
-
-    pacer = Pacer(0.5, clock=clock)  # after each node, the loop is free for as long
-    pacer.arrived()
-    seen: list[int] = []  # how many nodes were evaluated at each step of another task
-
-    async def watch() -> None:
-        while True:
-            seen.append(len(evaluator.resolutions))
-            await asyncio.sleep(0)
-
-    watcher = asyncio.create_task(watch())
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    await asyncio.wait_for(intake.evaluate_restored(nodes, pacer), 30)
-    took = loop.time() - started
-    watcher.cancel()
-    assert sorted(evaluator.resolutions) == ["gpu-0", "gpu-1", "gpu-2"]
-    assert {1, 2} <= set(seen)
-    assert took >= 2 * 0.05 - 0.001  # a rest after each of the first two nodes
 
 
 def test_a_removed_node_leaves_the_live_state_its_recipe_and_the_store():
