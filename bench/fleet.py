@@ -6,8 +6,9 @@ this process (polling every 0.2 s, used to time fact changes) and the rest sprea
 Facts are collected once per shipped profile and shared by every node of that profile, but for
 what is each node's own on a real machine (hostname, boot id, GPU UUIDs and serials; see
 bench/nodes.py). The simulator keeps its own agents cheap (content hash once per facts object,
-NodeFacts copied from the profile's with the node's own values set) so the two cores go to the
-aggregator.
+NodeFacts copied from the profile's with the node's own values set, reads of a node in place
+rather than on the agent's worker thread, each process's fleet frozen out of the collector's
+passes) so the two cores go to the aggregator; the steady phase reports the simulator's CPU.
 
 Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.json):
   connect   cold start: every agent connects at once to an empty database;

@@ -4,7 +4,10 @@ A server process (CPU 0) runs the agents' service with a handler that reads one 
 answers it, as Hello and Welcome, while a task on its loop runs `--piece-ms` of CPU-bound
 work and then sleeps `free` ms, for each `--free-ms`; 0 is back to back (a yield only). A
 client process (CPU 1) opens `--streams` streams at once, one channel each, and times each
-answer. Writes bench/results/grpc_accept.json.
+answer, counting the streams that end unanswered by status. `--max-pending N` sets gRPC's
+limit on the streams it holds before the server takes them (its own: 1,000, and some past it
+ended at random, all past 3,000), as `ingest.max_pending_streams` does. Writes
+bench/results/grpc_accept.json, or `--name`'s.
 
     .venv/bin/python bench/grpc_accept.py [--streams 1000] [--piece-ms 3] [--free-ms 0,1,3]
 """
@@ -29,7 +32,9 @@ def _burn(ms: float) -> None:
         pass
 
 
-def _server(port: int, n: int, piece_ms: float, free_ms: float, ready, done, out) -> None:
+def _server(
+    port: int, n: int, piece_ms: float, free_ms: float, pending: int | None, ready, done, out
+) -> None:
     import grpc
 
     from plumb.v1 import agent_pb2, agent_pb2_grpc
@@ -48,7 +53,8 @@ def _server(port: int, n: int, piece_ms: float, free_ms: float, ready, done, out
             await asyncio.sleep(TIMEOUT_S)
 
     async def main() -> None:
-        server = grpc.aio.server()
+        limits = ("grpc.server.max_pending_requests", "grpc.server.max_pending_requests_hard_limit")
+        server = grpc.aio.server(options=[(k, pending) for k in limits] if pending else None)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(Service(), server)
         server.add_insecure_port(f"127.0.0.1:{port}")
         await server.start()
@@ -120,12 +126,14 @@ def _client(port: int, n: int, out) -> None:
     asyncio.run(main())
 
 
-def run_case(n: int, piece_ms: float, free_ms: float) -> dict:
+def run_case(n: int, piece_ms: float, free_ms: float, pending: int | None) -> dict:
     ctx = mp.get_context("spawn")
     ready, done = ctx.Event(), ctx.Event()
     (server_in, server_out), (client_in, client_out) = ctx.Pipe(False), ctx.Pipe(False)
     port = free_port()
-    server = ctx.Process(target=_server, args=(port, n, piece_ms, free_ms, ready, done, server_out))
+    server = ctx.Process(
+        target=_server, args=(port, n, piece_ms, free_ms, pending, ready, done, server_out)
+    )
     server.start()
     if not ready.wait(60):
         raise SystemExit("the server did not start within 60 s")
@@ -149,15 +157,18 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=1000)
     p.add_argument("--piece-ms", type=float, default=3.0)
     p.add_argument("--free-ms", default="0,1,3", help="comma-separated; 0: back to back")
+    p.add_argument("--max-pending", type=int, default=None, help="gRPC's pending-stream limit")
+    p.add_argument("--name", default="grpc_accept", help="results/<name>.json")
     args = p.parse_args()
     before = list(os.getloadavg())
-    cases = [run_case(args.streams, 0.0, 0.0)]  # an idle loop
+    cases = [run_case(args.streams, 0.0, 0.0, args.max_pending)]  # an idle loop
     for free in (float(x) for x in args.free_ms.split(",")):
-        cases.append(run_case(args.streams, args.piece_ms, free))
+        cases.append(run_case(args.streams, args.piece_ms, free, args.max_pending))
         print(json.dumps(cases[-1]), flush=True)
     result = {
         "benchmark": "grpc_accept",
         "streams": args.streams,
+        "max_pending": args.max_pending,
         "cases": cases,
         "load_avg_before": [round(x, 2) for x in before],
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
@@ -165,7 +176,7 @@ def main() -> None:
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "grpc_accept.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 
