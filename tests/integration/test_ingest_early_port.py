@@ -4,7 +4,8 @@ the loaded state; one held too long is refused UNAVAILABLE with a retry hint. St
 holds while the loop is busy are kept up to `ingest.max_pending_streams`.
 
 The aggregator is the real one (`open_process`, SQLite in a temp dir) behind the real
-`listen` on loopback, in the test's own loop.
+`listen` on loopback, in the test's own loop; the pending-limit test puts a servicer that only
+welcomes behind it, and opens its streams from a process of their own.
 """
 
 from __future__ import annotations
