@@ -158,21 +158,23 @@ async def test_streams_that_arrive_while_the_loop_is_busy_past_the_pending_limit
 ):
     # gRPC takes a new stream only on a turn of the aggregator's loop, and ends unanswered
     # those it holds meanwhile past ingest.max_pending_streams (gRPC's own default: 1,000).
+    pending, streams = 5, 40
     settings = AggregatorSettings(
         db=f"sqlite:///{tmp_path / 'plumb.db'}",
         grpc_listen="127.0.0.1:0",
-        ingest={"max_pending_streams": (pending := 5)},
+        ingest={"max_pending_streams": pending},
     )
     port = await listen(settings)
     port.ready.set_result(_Welcoming())
-    streams = 40
     burst = subprocess.Popen(  # noqa: ASYNC220 (the loop must not turn meanwhile)
         [sys.executable, "-c", _BURST, f"127.0.0.1:{port.number}", str(streams)],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        # The loop blocked, no turn taken, until the streams are sent and 2 s after.
+        # The fault injected: a loop that takes no turn, from when every stream is under way
+        # until 2 s after. No event can end it sooner: gRPC ends what it will not hold only
+        # when the server next takes a stream, which needs a turn.
         assert burst.stdout.readline() == "sent\n"  # noqa: ASYNC250 (blocking is the point)
         time.sleep(2)  # noqa: ASYNC251
         out, _ = await asyncio.to_thread(burst.communicate, timeout=60)
