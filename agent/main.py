@@ -60,6 +60,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--token-file", type=Path, help="credential for the aggregator, re-read per connection"
     )
     p.add_argument("--ca-file", type=Path, help="CA certificate of the aggregator: stream over TLS")
+    p.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="name the aggregator's certificate carries, when not the host in --aggregator",
+    )
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--log-format", choices=LOG_FORMATS, help="text (default) or json lines")
     p.add_argument("--version", action="version", version=f"plumb-agent {__version__}")
@@ -78,6 +83,7 @@ def build_settings(args: argparse.Namespace) -> AgentSettings:
             "host_root": args.host_root,
             "token_file": args.token_file,
             "ca_file": args.ca_file,
+            "tls_server_name": args.tls_server_name,
             "log_level": args.log_level,
             "log_format": args.log_format,
         }.items()
@@ -190,6 +196,7 @@ async def _stream(
         CheckRunner(local.checks),
         settings.read_token,
         credentials=credentials,
+        server_name=settings.tls_server_name,
         sense=local.sense,
     )
     log.info("agent started", extra={"node": node, "aggregator": settings.aggregator})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from plumb.logs import LogFormat
@@ -70,9 +70,19 @@ class AgentSettings(BaseSettings):
     token_file: Path | None = None
     token: SecretStr | None = None
     # The CA certificate (PEM) that signed the aggregator's: set it to stream over TLS.
-    # The aggregator's certificate must name the host in `aggregator`.
+    # The aggregator's certificate must name the host in `aggregator`, or `tls_server_name`.
     ca_file: Path | None = None
+    # The name the aggregator's certificate must carry when it is not the host dialled: the
+    # chart's agents dial a Service of their own, whose pods are reachable before ready,
+    # and expect the aggregator's main Service name.
+    tls_server_name: str | None = Field(None, min_length=1)
     stream: StreamSettings = StreamSettings()
+
+    @model_validator(mode="after")
+    def _server_name_needs_tls(self) -> AgentSettings:
+        if self.tls_server_name is not None and self.ca_file is None:
+            raise ValueError("tls_server_name names the certificate to expect: it needs ca_file")
+        return self
 
     def read_token(self) -> str | None:
         """The token to present now; an unreadable token file is an error, never skipped."""

@@ -78,10 +78,12 @@ class StreamClient:
         checks: CheckRunner | None = None,
         token: Callable[[], str | None] = lambda: None,
         credentials: grpc.ChannelCredentials | None = None,
+        server_name: str | None = None,
         sense: Sense | None = None,
     ):
         self._target = target
         self._credentials = credentials
+        self._server_name = server_name
         self._token = token
         self._checks = checks
         self._identity = identity
@@ -147,10 +149,13 @@ class StreamClient:
             retrying = True
 
     def _channel(self) -> grpc.aio.Channel:
-        """A TLS channel when credentials were given, else plaintext."""
+        """A TLS channel when credentials were given, checking the certificate for
+        `server_name` when given; else plaintext."""
         options = _channel_options(self._settings)
         if self._credentials is None:
             return grpc.aio.insecure_channel(self._target, options=options)
+        if self._server_name is not None:
+            options.append(("grpc.ssl_target_name_override", self._server_name))
         return grpc.aio.secure_channel(self._target, self._credentials, options=options)
 
     async def _session(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
@@ -454,7 +459,7 @@ def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
     return None
 
 
-def _channel_options(settings: StreamSettings) -> list[tuple[str, int]]:
+def _channel_options(settings: StreamSettings) -> list[tuple[str, int | str]]:
     """gRPC's connect retries while the aggregator is unreachable: at most `probe_max_s`
     apart, as a refused connection costs the aggregator nothing."""
     probe_ms = int(settings.probe_max_s * 1000)

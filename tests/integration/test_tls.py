@@ -1,5 +1,6 @@
 """TLS on both listeners with a throwaway CA: agents stream over gRPC TLS, people and the CLI
-read over HTTPS; the wrong CA and plaintext are refused on both."""
+read over HTTPS; the wrong CA and plaintext are refused on both. An agent told the name its
+aggregator's certificate carries checks that name, not the host it dials."""
 
 from __future__ import annotations
 
@@ -81,6 +82,50 @@ def test_the_wrong_ca_and_plaintext_are_refused(tls_aggregator, pki, start_agent
             what=f"agent {name} to fail its connection",
         )
         assert agg.node(name) is None
+
+
+SERVICE = "plumb-aggregator.plumb.svc"
+
+
+def test_an_agent_dialling_another_name_checks_the_one_it_is_told(tmp_path, start_agent):
+    # The chart's agents dial a Service of their own and expect the aggregator's main
+    # Service name on its certificate: here "localhost" stands for the Service dialled.
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", SERVICE)  # 127.0.0.1: the harness's own HTTPS reads
+    files = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
+    ca.cert_pem.write_to_path(files["ca"])
+    cert.private_key_pem.write_to_path(files["key"])
+    cert.cert_chain_pems[0].write_to_path(files["cert"])
+    env = {"PLUMB_TLS__CERT_FILE": str(files["cert"]), "PLUMB_TLS__KEY_FILE": str(files["key"])}
+    agg = Aggregator(tmp_path, extra_env=env, ca_file=files["ca"]).start()
+    try:
+        dialled = "localhost:" + agg.grpc.rpartition(":")[2]
+        tls = ("--aggregator", dialled, "--ca-file", str(files["ca"]))
+        start_agent(agg, "told", "l4", *tls, "--tls-server-name", SERVICE)
+        start_agent(agg, "untold", "l4", *tls)
+        start_agent(agg, "told-wrong", "l4", *tls, "--tls-server-name", "other.plumb.svc")
+        until(lambda: (n := agg.node("told")) and n["connected"], what="the told agent")
+        for name in ("untold", "told-wrong"):
+            until(
+                lambda name=name: "UNAVAILABLE" in (tmp_path / f"agent-{name}.log").read_text(),
+                what=f"agent {name} to fail its connection",
+            )
+            assert agg.node(name) is None
+    finally:
+        agg.stop()
+
+
+def test_a_server_name_without_a_ca_file_stops_the_agent(tmp_path):
+    agent = subprocess.run(
+        [str(BIN / "plumb-agent"), "--aggregator", "127.0.0.1:9", "--simulate", "l4",
+         "--tls-server-name", SERVICE],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert agent.returncode == 2
+    assert "tls_server_name" in agent.stderr and "ca_file" in agent.stderr
 
 
 def test_a_certificate_without_its_key_stops_serve(tmp_path, pki):

@@ -229,7 +229,7 @@ class ControlPlane:
             [
                 str(self.bin_dir / "kube-controller-manager"),
                 *common,
-                "--controllers=job,daemonset,replicaset,deployment,garbagecollector,namespace",
+                "--controllers=job,daemonset,replicaset,deployment,garbagecollector,namespace,endpoint",
             ],
         )
         self._spawn("kube-scheduler", [str(self.bin_dir / "kube-scheduler"), *common])

@@ -1,4 +1,5 @@
-"""The chart applied to a real 1.20 API server: the agent lands on GPU nodes only."""
+"""The chart applied to a real 1.20 API server: the agent lands on GPU nodes only, and its
+Service reaches an aggregator pod that is not ready yet."""
 
 from __future__ import annotations
 
@@ -71,3 +72,57 @@ def test_no_pdb_on_an_api_server_without_policy_v1(plumb_release):
     # 1.20 serves policy/v1beta1 only; the chart leaves the PDB out rather than fail.
     kinds = {o["kind"] for o in plumb_release.objects}
     assert "PodDisruptionBudget" not in kinds
+
+
+def test_agents_reach_an_aggregator_pod_before_it_is_ready(api, make_node, plumb_release):
+    # After a restart the aggregator's gRPC port holds streams at once, while /readyz waits
+    # for every stored node to be evaluated. The controller manager's Endpoints are what
+    # kube-proxy routes by: the agents' Service lists the unready pod, the main one does not.
+    core = client.CoreV1Api(api)
+    ns = plumb_release.namespace
+    make_node("endpoints-cpu", {"node-role.example.com/cpu": "true"})
+    pod = until(
+        lambda: next(
+            (
+                p
+                for p in core.list_namespaced_pod(
+                    ns, label_selector="app.kubernetes.io/component=aggregator"
+                ).items
+                if p.spec.node_name
+            ),
+            None,
+        ),
+        timeout=30,
+        what="aggregator pod bound",
+    )
+
+    def kubelet_reports(ready: bool) -> None:
+        core.patch_namespaced_pod_status(
+            pod.metadata.name,
+            ns,
+            {"status": {"phase": "Running", "podIP": "10.9.0.7", "conditions": [
+                {"type": "Ready", "status": str(ready)}
+            ]}},
+        )  # fmt: skip
+
+    def addresses(service: str) -> tuple[list[str], list[str]]:
+        subsets = core.read_namespaced_endpoints(service, ns).subsets or []
+        return (
+            [a.ip for s in subsets for a in s.addresses or []],
+            [a.ip for s in subsets for a in s.not_ready_addresses or []],
+        )
+
+    kubelet_reports(ready=False)
+    assert until(
+        lambda: addresses("plumb-aggregator") == ([], ["10.9.0.7"]) or None,
+        timeout=30,
+        what="the main Service to hold the pod as not ready",
+    )
+    assert addresses("plumb-aggregator-agents") == (["10.9.0.7"], [])
+    kubelet_reports(ready=True)
+    until(
+        lambda: addresses("plumb-aggregator") == (["10.9.0.7"], []) or None,
+        timeout=30,
+        what="the main Service to route to the ready pod",
+    )
+    assert addresses("plumb-aggregator-agents") == (["10.9.0.7"], [])

@@ -139,7 +139,8 @@ def test_agent_env_maps_onto_its_settings(render, find_object):
     c = container(render(), "DaemonSet", find_object)
     env = env_of(c)
     assert env["PLUMB_NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
-    assert env["PLUMB_AGGREGATOR"]["value"] == "plumb-aggregator.plumb.svc:7443"
+    # The agents' own Service, whose endpoints include aggregator pods not yet ready.
+    assert env["PLUMB_AGGREGATOR"]["value"] == "plumb-aggregator-agents.plumb.svc:7443"
     fields = {f"PLUMB_{name.upper()}" for name in AgentSettings.model_fields}
     plumb_env = {name for name in env if name.startswith("PLUMB_")}
     assert plumb_env - PENDING_AGENT_ENV <= fields
@@ -172,11 +173,12 @@ def test_aggregator_probes_ports_and_service(render, find_object):
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["resources"]["requests"] and c["resources"]["limits"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    svc = find_object(objects, "Service")
+    svc = find_object(objects, "Service", "plumb-aggregator")
     assert {(p["name"], p["port"]) for p in svc["spec"]["ports"]} == {
         ("grpc", 7443),
         ("http", 8080),
     }
+    assert not svc["spec"].get("publishNotReadyAddresses")  # people and Prometheus: ready only
     env = env_of(c)
     assert env["PLUMB_GRPC_LISTEN"]["value"] == "0.0.0.0:7443"
     assert env["PLUMB_HTTP_LISTEN"]["value"] == "0.0.0.0:8080"
@@ -188,6 +190,24 @@ def test_aggregator_probes_ports_and_service(render, find_object):
     assert env["PLUMB_AUTH__AGENT_NAMESPACE"]["value"] == "plumb"
     assert env["PLUMB_AUTH__AGENT_SERVICE_ACCOUNT"]["value"] == "plumb-agent"
     assert env["PLUMB_AUTH__AGENT_DAEMONSET"]["value"] == "plumb-agent"
+
+
+def test_agents_dial_a_service_that_reaches_the_aggregator_before_it_is_ready(render, find_object):
+    # /readyz waits for every stored node to be evaluated after a restart; the gRPC port is
+    # open and holding streams long before. The agents' Service routes to it meanwhile.
+    objects = render()
+    svc = find_object(objects, "Service", "plumb-aggregator-agents")
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert [(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [
+        ("grpc", 7443, "grpc")
+    ]
+    pod_labels = find_object(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    env = env_of(container(objects, "DaemonSet", find_object))
+    assert env["PLUMB_AGGREGATOR"]["value"] == "plumb-aggregator-agents.plumb.svc:7443"
+    # The certificate names the main Service, as before: the agents check that name.
+    assert env["PLUMB_TLS_SERVER_NAME"]["value"] == "plumb-aggregator.plumb.svc"
 
 
 def test_aggregator_database_sqlite_emptydir_by_default(render, find_object):
@@ -402,7 +422,7 @@ def test_the_generated_certificate_is_signed_by_its_ca_and_names_the_service(ren
     ca = x509.load_pem_x509_certificate(data["ca.crt"])
     cert = x509.load_pem_x509_certificate(data["tls.crt"])
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    # The address the agents dial (agent-daemonset.yaml: <fullname>-aggregator.<ns>.svc).
+    # The name the agents expect (agent-daemonset.yaml: PLUMB_TLS_SERVER_NAME).
     assert "plumb-aggregator.plumb.svc" in names.get_values_for_type(x509.DNSName)
     assert cert.issuer == ca.subject
     cert.verify_directly_issued_by(ca)  # raises unless the CA's key signed it
@@ -416,7 +436,8 @@ def test_without_a_secret_or_generation_the_listeners_are_plaintext(
     agg = container(objects, "Deployment", find_object)
     assert not _settings_from(env_of(agg), monkeypatch).tls.enabled
     assert agg["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
-    assert "PLUMB_CA_FILE" not in env_of(container(objects, "DaemonSet", find_object))
+    agent_env = env_of(container(objects, "DaemonSet", find_object))
+    assert "PLUMB_CA_FILE" not in agent_env and "PLUMB_TLS_SERVER_NAME" not in agent_env
     assert not [o for o in objects if o["kind"] == "Secret"]
 
 

@@ -66,7 +66,8 @@ def test_umbrella_renders_plumb_with_its_global_values(helm, umbrella, find_obje
     assert monitor["spec"]["endpoints"][0]["relabelings"] == [{"targetLabel": "cluster"}]
     assert find_object(objects, "ConfigMap")["metadata"]["labels"]["grafana_dashboard"] == "1"
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
-    assert env["PLUMB_AGGREGATOR"]["value"] == "stack-plumb-aggregator.gpu.svc:7443"
+    assert env["PLUMB_AGGREGATOR"]["value"] == "stack-plumb-aggregator-agents.gpu.svc:7443"
+    assert env["PLUMB_TLS_SERVER_NAME"]["value"] == "stack-plumb-aggregator.gpu.svc"
     for obj in objects:
         if not obj["apiVersion"].startswith("monitoring.coreos.com/"):
             kubernetes_validate.validate(obj, "1.33", strict=True)

@@ -25,6 +25,12 @@
 {{- printf "%s-aggregator" (include "plumb.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The Service the agents dial: the aggregator's gRPC port, its pods' addresses whether
+     ready or not (aggregator-agents-service.yaml). */}}
+{{- define "plumb.aggregator.agentsService" -}}
+{{- printf "%s-agents" (include "plumb.aggregator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* Labels of every object: commonLabels, then the chart's own (which win on a clash). */}}
 {{- define "plumb.labels" -}}
 {{- $own := dict
