@@ -679,9 +679,10 @@ class Aggregator:
     def cpu_s(self) -> float:
         return cpu_s(self.pid)
 
-    def rss_bytes(self) -> int:
+    def rss_bytes(self, field: str = "VmRSS") -> int:
+        """Resident memory now, or (VmHWM) its peak since the process started."""
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
         return 0
 
@@ -1333,6 +1334,8 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "simulator_loop_lag": [s["loop_lag"] for s in statuses],
         "aggregator_cpu_s": round(cpu1 - cpu0, 1),
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
+        # What a memory limit must hold: the peak since start, the ramp's included.
+        "aggregator_rss_mib_peak": round(agg.rss_bytes("VmHWM") / 2**20, 1),
         "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
         "streams_closed_by_aggregator": int(
             m.get("plumb_ingest_streams_closed_by_aggregator_total", 0)
@@ -1436,6 +1439,8 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         # The agents' side of the same interval (this process and the agent processes).
         "simulator_cpu_s_restart_to_all_connected": round(sim1 - sim0, 1),
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
+        # The peak since the restart: loading, evaluating and resyncing the stored fleet.
+        "aggregator_rss_mib_peak": round(agg.rss_bytes("VmHWM") / 2**20, 1),
         "store_dropped_updates_total": int(m.get("plumb_store_dropped_updates_total", 0)),
         "resyncs_total": int(m.get("plumb_ingest_resyncs_total", 0)),
         # Streams whose Hello named the facts held: no FullFacts, no syncing slot.
