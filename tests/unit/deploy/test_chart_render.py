@@ -10,6 +10,7 @@ import pytest
 from chart_cases import ALL_ON, CHART, DIGEST, EMBEDDED, OAUTH2_PROXY, PERSISTENT, SECURED
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from kubernetes.utils.quantity import parse_quantity
 
 from plumb.agent.settings import AgentSettings
 from plumb.aggregator.settings import AggregatorSettings
@@ -208,6 +209,14 @@ def test_agents_dial_a_service_that_reaches_the_aggregator_before_it_is_ready(re
     assert env["PLUMB_AGGREGATOR"]["value"] == "plumb-aggregator-agents.plumb.svc:7443"
     # The certificate names the main Service, as before: the agents check that name.
     assert env["PLUMB_TLS_SERVER_NAME"]["value"] == "plumb-aggregator.plumb.svc"
+
+
+def test_the_default_memory_limit_holds_10000_nodes_at_their_measured_peak(render, find_object):
+    # bench/results/fleet_10000_r51_size.json: peak RSS 1,055 MiB at 10,000 dgx-h100 nodes
+    # (chart README, "Sizing"). Killed for memory, the aggregator would be killed again at
+    # each restart's restore.
+    resources = container(render(), "Deployment", find_object)["resources"]
+    assert parse_quantity(resources["limits"]["memory"]) >= 1.5 * 1055 * 2**20
 
 
 def test_aggregator_database_sqlite_emptydir_by_default(render, find_object):
