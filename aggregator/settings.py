@@ -69,8 +69,9 @@ class IngestSettings(BaseModel):
     # with no retry hint (bench/README.md, round 50). Held here, each is answered, or
     # refused by the limits above.
     max_pending_streams: int = Field(16384, ge=1)
-    # How long a stream admitted now should take to sync: a fifth of the agent's 10 s
-    # Welcome timeout, so an admitted agent is answered long before it gives up.
+    # How long a stream admitted now should take to sync: a fifth of the 10 s Welcome
+    # timeout of older agents (30 s now), so an admitted agent is answered long before it
+    # gives up.
     sync_target_s: float = Field(2.0, gt=0)
     # The share of the event loop syncs may hold while new streams arrive
     # (aggregator/pacing.py): after each sync the loop is free for (1 - duty) / duty of the
@@ -80,8 +81,8 @@ class IngestSettings(BaseModel):
     # round 36).
     sync_duty: float = Field(0.25, gt=0, le=1)
     # A stream that arrives while the aggregator is still loading its stored nodes (the port
-    # opens first, ingest/port.py) waits this long, half the agent's 10 s Welcome timeout,
-    # then is refused UNAVAILABLE with a short retry hint.
+    # opens first, ingest/port.py) waits this long, half the 10 s Welcome timeout of older
+    # agents (30 s now), then is refused UNAVAILABLE with a short retry hint.
     start_hold_s: float = Field(5.0, gt=0)
 
     @model_validator(mode="after")
