@@ -41,9 +41,9 @@ class StreamSettings(BaseModel):
     # a TLS error) reaches the log; such attempts do not widen the reconnect window.
     unreachable_retry_s: float = Field(60.0, gt=0)
     # A Welcome must arrive this soon after Hello, or the connection is retried. An aggregator
-    # restarting under 10,000 agents answers the last Hellos 7-9 s after they were sent, on
-    # a slow restart past 10 s: with 10 s, 9,973 agents gave up and sent Hello again, and
-    # the fleet took 58.8 s to come back instead of 25-30 s (bench/README.md, round 51).
+    # restarting under 10,000 agents answers the last Hellos 7-15 s after they were sent:
+    # with 10 s, on a slow restart 8,873 agents gave up and sent Hello again, and the fleet
+    # took 57.4 s to come back; with 30 s, 33.8 s (bench/README.md, round 51).
     # Waiting is what helps a busy aggregator; a killed one ends the connection at once, and
     # only a host gone without a word is waited out.
     welcome_timeout_s: float = Field(30.0, gt=0)
