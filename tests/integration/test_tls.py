@@ -115,19 +115,6 @@ def test_an_agent_dialling_another_name_checks_the_one_it_is_told(tmp_path, star
         agg.stop()
 
 
-def test_a_server_name_without_a_ca_file_stops_the_agent(tmp_path):
-    agent = subprocess.run(
-        [str(BIN / "plumb-agent"), "--aggregator", "127.0.0.1:9", "--simulate", "l4",
-         "--tls-server-name", SERVICE],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )  # fmt: skip
-    assert agent.returncode == 2
-    assert "tls_server_name" in agent.stderr and "ca_file" in agent.stderr
-
-
 def test_a_certificate_without_its_key_stops_serve(tmp_path, pki):
     serve = subprocess.run(
         [str(BIN / "plumb"), "serve", "--db", f"sqlite:///{tmp_path / 'x.db'}"],
@@ -140,14 +127,22 @@ def test_a_certificate_without_its_key_stops_serve(tmp_path, pki):
     assert "PLUMB_TLS__KEY_FILE" in serve.stderr
 
 
-def test_an_agent_with_an_unreadable_ca_file_stops_with_a_hint(tmp_path):
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--ca-file", "{tmp}/absent.pem"), ("absent.pem", "hint:")),
+        (("--tls-server-name", SERVICE), ("tls_server_name", "ca_file")),
+    ],
+    ids=["unreadable-ca-file", "server-name-without-ca-file"],
+)
+def test_an_agent_misconfigured_for_tls_stops_and_says_why(tmp_path, flags, said):
     agent = subprocess.run(
         [str(BIN / "plumb-agent"), "--aggregator", "127.0.0.1:9", "--simulate", "l4",
-         "--ca-file", str(tmp_path / "absent.pem")],
+         *(f.format(tmp=tmp_path) for f in flags)],
         env=ENV,
         capture_output=True,
         text=True,
         timeout=60,
     )  # fmt: skip
     assert agent.returncode == 2
-    assert "absent.pem" in agent.stderr and "hint:" in agent.stderr
+    assert all(s in agent.stderr for s in said), agent.stderr
