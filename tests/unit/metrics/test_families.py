@@ -76,6 +76,27 @@ def test_a_page_being_sent_skips_a_node_gone_meanwhile_and_keeps_no_stale_join()
     ]
 
 
+def test_a_page_being_sent_joins_each_slice_once_as_it_was_when_its_first_family_went_out():
+    page = families("n1", "n2", "n3")
+    sending = page.pieces()
+    assert next(sending) == HEADERS[0]
+    assert next(sending) == b'a{node="n1"} 1.0\na{node="n2"} 1.0\n'
+    # n1 reports after its slice's first family went out, changing both families' lines.
+    page.set("n1", (b'a{node="n1"} 5.0\n', b'b{node="n1"} 6.0\n'))
+    assert list(sending) == [
+        b'a{node="n3"} 1.0\n',
+        HEADERS[1],
+        b'b{node="n1"} 2.0\nb{node="n2"} 2.0\n',
+        b'b{node="n3"} 2.0\n',
+    ]
+    assert b"".join(page.pieces()) == (
+        HEADERS[0]
+        + b'a{node="n1"} 5.0\na{node="n2"} 1.0\na{node="n3"} 1.0\n'
+        + HEADERS[1]
+        + b'b{node="n1"} 6.0\nb{node="n2"} 2.0\nb{node="n3"} 2.0\n'
+    )
+
+
 def unpacked(pieces) -> list[bytes]:
     """Each deflated piece's text, read back with a raw inflater."""
     return [zlib.decompressobj(-zlib.MAX_WBITS).decompress(p.data) for p in pieces]
