@@ -68,12 +68,17 @@ class NodeSeries:
             return
         # Facts dicts are replaced, never edited in place: the dict itself is the key (held,
         # so its id is never reused). The agent's hash alone would miss a change the cluster
-        # overlay makes (Intake.cluster_facts). A stream's open or end (after a restart, every
-        # node's resume) changes one line.
+        # overlay makes (Intake.cluster_facts). New facts that show the same (a counter's
+        # delta) keep the lines. A stream's open or end (after a restart, every node's
+        # resume) changes one line.
         lines = self._nodes.get(name)
         if lines is None or lines.facts is not node.facts:
-            lines = self._nodes[name] = _NodeLines.of(node)
-        elif lines.up != node.connected:
+            shown = _shown(node)
+            if lines is None or lines.shown != shown:
+                lines = self._nodes[name] = _NodeLines.of(node, shown)
+            else:
+                lines.facts = node.facts
+        if lines.up != node.connected:
             lines.render_connected(node.connected)
         ev = self._evaluator
         resolution, findings = ev.resolutions.get(name), tuple(ev.drift.open_findings(name))
@@ -132,45 +137,48 @@ class _NodeLines:
         "name",
         "node",
         "recipe",
+        "shown",
         "up",
     )
 
     @classmethod
-    def of(cls, node: NodeState) -> _NodeLines:
-        s = NodeSummary.of(node)
+    def of(cls, node: NodeState, shown: tuple) -> _NodeLines:
+        """The node's lines of what its facts show (`_shown`)."""
+        summary, gpus = shown
         lines = cls()
-        lines.node, lines.name = s.name, escape(s.name)
-        lines.facts = node.facts
+        lines.node, lines.name = node.name, escape(node.name)
+        lines.facts, lines.shown = node.facts, shown
         lines.drift_key = None
         lines.findings = lines.recipe = lines.drift = b""
+        driver, cuda, product, kernel, os, count = summary
         lines.info = _line(
             "plumb_node_info",
             {
-                "node": s.name,
-                "driver_version": s.driver_version or "",
-                "cuda_driver_version": s.cuda_driver_version or "",
-                "gpu_product": s.gpu_product or "",
-                "kernel": s.kernel or "",
-                "os": s.os or "",
+                "node": node.name,
+                "driver_version": driver or "",
+                "cuda_driver_version": cuda or "",
+                "gpu_product": product or "",
+                "kernel": kernel or "",
+                "os": os or "",
             },
             1.0,
         )
-        lines.gpu_count = _line("plumb_node_gpus", {"node": s.name}, float(s.gpu_count))
-        lines.render_connected(s.connected)
+        lines.gpu_count = _line("plumb_node_gpus", {"node": node.name}, float(count))
+        lines.render_connected(node.connected)
         lines.last_prefix = f'{LAST_REPORT[0]}{{node="{lines.name}"}} '
         lines.gpus = b"".join(
             _line(
                 "plumb_gpu_info",
                 {  # dcgm-exporter's join labels, beside Plumb's `node`
-                    "node": s.name,
-                    "gpu": str(g.value("index")),
-                    "UUID": g.text("uuid") or "",
-                    "pci_bus_id": g.text("pci_bus_id") or "",
-                    "model_name": g.text("name") or "",
+                    "node": node.name,
+                    "gpu": index,
+                    "UUID": uuid,
+                    "pci_bus_id": bus,
+                    "model_name": model,
                 },
                 1.0,
             )
-            for g in node.gpus()
+            for index, uuid, bus, model in gpus
         )
         return lines
 
@@ -230,6 +238,23 @@ class _NodeLines:
             },
             1.0,
         )
+
+
+def _shown(node: NodeState) -> tuple:
+    """What the node's fact lines show of its facts: the summary's versions and GPU count,
+    and each GPU's labels."""
+    s = NodeSummary.of(node)
+    summary = (s.driver_version, s.cuda_driver_version, s.gpu_product, s.kernel, s.os, s.gpu_count)
+    gpus = tuple(
+        (
+            str(g.value("index")),
+            g.text("uuid") or "",
+            g.text("pci_bus_id") or "",
+            g.text("name") or "",
+        )
+        for g in node.gpus()
+    )
+    return summary, gpus
 
 
 def _line(name: str, labels: dict[str, str], value: float) -> bytes:

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from plumb import facts as wire
 from plumb.aggregator.drift import DriftFinding
+from plumb.aggregator.metrics import nodes as nodes_module
 from plumb.aggregator.metrics.nodes import NodeSeries
 from plumb.aggregator.metrics.sensors import SensorSeries
 from plumb.aggregator.state.live import LiveState, Sensors
@@ -147,6 +148,34 @@ def test_a_change_re_renders_that_node_only():
     # b's lines are the very bytes rendered before: nothing of it was formatted again.
     assert nodes._stack.get("b") is before_b[0]
     assert sensors._families.get("b") is before_b[1]
+
+
+def test_new_facts_that_show_the_same_keep_the_lines_and_a_gpu_s_new_uuid_does_not(monkeypatch):
+    state, _, nodes, _ = fleet()
+    node = state.get("a")
+    formatted: list[str] = []
+    real = nodes_module._line
+    monkeypatch.setattr(
+        nodes_module, "_line", lambda name, *a: formatted.append(name) or real(name, *a)
+    )
+    # An ECC counter's delta: nothing /metrics shows of the node moved.
+    node.facts = node.reported = {**B200, "gpus[0].ecc_uncorrected_aggregate": wire.Reading.ok(3)}
+    nodes.touched("a")
+    assert formatted == [], "the node's lines were formatted again"
+    # The GPU was swapped: plumb_gpu_info shows its new UUID.
+    new_uuid = "GPU-11111111-1111-1111-1111-111111111111"
+    node.facts = node.reported = {**node.facts, "gpus[0].uuid": wire.Reading.ok(new_uuid)}
+    nodes.touched("a")
+    got = samples(page(nodes))
+    assert got["plumb_gpu_info"] == {
+        (lb(node="a", **{**GPU0, "UUID": new_uuid}), 1.0),
+        (lb(node="b", **GPU0), 1.0),
+    }
+    # A stream's end after facts that show the same: the connected line follows.
+    node.connected = False
+    node.facts = {**node.facts}
+    nodes.touched("a")
+    assert (lb(node="a"), 0.0) in samples(page(nodes))["plumb_agent_connected"]
 
 
 def test_a_heartbeat_re_renders_the_last_report_line_alone():
