@@ -10,8 +10,9 @@ going out at `--send-mb-s` (default 120: 56 MB in 470 ms, round 51's 10,000-node
 Each report moves the temperature of 30 % of a random node's GPUs by 1 degree, as
 `fleet.py --sensor-churn 0.3` does.
 
-The figure is the CPU this thread spends producing the pieces (the joins), per scrape,
-median of `--runs`, against the join of the whole page with nothing moving during it.
+The figures are the CPU this thread spends producing the pieces (the joins), per scrape,
+median of `--runs`, against the join of the whole page with nothing moving during it; and
+the longest piece's, a step of the aggregator's event loop that every stream waits behind.
 
     .venv/bin/python bench/sensor_scrape.py --nodes 10000 --runs 5
 """
@@ -48,17 +49,19 @@ def report(state: LiveState, sensors: SensorSeries, rng: random.Random, n: int) 
 
 def scrape(
     state: LiveState, sensors: SensorSeries, rng: random.Random, n: int, per_byte: float
-) -> tuple[float, int, int]:
+) -> tuple[float, float, int, int]:
     """One scrape with reports arriving between its pieces, `per_byte` per byte sent: the
-    CPU seconds spent producing the pieces, the bytes, and the reports applied."""
-    spent, size, due, applied = 0.0, 0, 0.0, 0
+    CPU seconds spent producing the pieces and the longest one's (a step of the event loop
+    in the aggregator), the bytes, and the reports applied."""
+    spent, longest, size, due, applied = 0.0, 0.0, 0, 0.0, 0
     pieces = sensors.pieces()
     while True:
         t = time.thread_time()
         piece = next(pieces, None)
-        spent += time.thread_time() - t
+        took = time.thread_time() - t
+        spent, longest = spent + took, max(longest, took)
         if piece is None:
-            return spent, size, applied
+            return spent, longest, size, applied
         size += len(piece)
         due += len(piece) * per_byte
         while due >= 1:
@@ -82,15 +85,16 @@ def main() -> None:
         profile = Profile.collect("dgx-h100", Path(tmp))
     state, sensors = fleet(args.nodes, profile, rng)
     per_byte = rate / (args.send_mb_s * 1e6)
-    quiet, moving, applied = [], [], []
+    quiet, moving, longest, applied = [], [], [], []
     for _ in range(args.runs):
         for _ in range(args.nodes // 3):  # what moved since the last scrape: rejoin it all
             report(state, sensors, rng, args.nodes)
         quiet.append(scrape(state, sensors, rng, args.nodes, 0.0)[0])
         for _ in range(args.nodes // 3):
             report(state, sensors, rng, args.nodes)
-        spent, size, count = scrape(state, sensors, rng, args.nodes, per_byte)
+        spent, most, size, count = scrape(state, sensors, rng, args.nodes, per_byte)
         moving.append(spent)
+        longest.append(most)
         applied.append(count)
 
     def ms(xs: list[float]) -> float:
@@ -107,6 +111,7 @@ def main() -> None:
         "join_cpu_ms_nothing_moving": ms(quiet),
         "join_cpu_ms_reports_arriving": ms(moving),
         "join_cpu_ms_reports_arriving_runs": [round(x * 1e3, 1) for x in moving],
+        "longest_piece_cpu_ms": ms(longest),
         "reports_during_scrape": statistics.median(applied),
     }
     print(write_result(args.name or f"sensor_scrape_{args.nodes}", result))
