@@ -77,8 +77,8 @@ class Families:
             self._slices = None
 
     def pieces(self) -> Iterator[bytes]:
-        """Every family: its header, then each slice's lines of it, nodes by name; a slice is
-        joined (and kept) when first needed, so a caller may send the pieces as they come."""
+        """Every family: its header, then each slice's lines of it, nodes by name; each piece
+        is joined when it is needed, so a caller may send the pieces as they come."""
         return self._pieces(self._cut(), self._joined)
 
     async def packed(self) -> list[Packed]:
@@ -134,11 +134,12 @@ class Families:
     def _pieces(
         self, slices: list[list[str]], joined: list[tuple[bytes, ...] | None]
     ) -> Iterator[bytes]:
-        # A node may come, go or change while the caller sends. Each slice is read as it is
-        # when its first family goes out, and each family's piece joined from that as it goes
-        # out: a whole slice joined for one piece held the loop 3-5 ms a slice of a 10,000-node
-        # sensor page, and joined again for each family it was 7x the page's CPU
-        # (bench/sensor_scrape.py). A slice whose nodes held still meanwhile keeps its join.
+        # A node may come, go or change while the caller sends. Each slice's lines are read
+        # when its first family goes out, and each family's piece is joined from them as it
+        # goes out. Joining the whole slice for its first piece held the event loop 3-5 ms
+        # per slice of a 10,000-node sensor page; joining it again for each family after a
+        # report cost 7x the page's CPU (bench/sensor_scrape.py). A slice whose nodes held
+        # still until the page's end keeps its join for the next.
         n = len(slices)
         whole = list(joined)  # each slice's join, where one is kept
         seen: list[list[tuple[bytes, ...] | None] | None] = [None] * n  # lines as first read
