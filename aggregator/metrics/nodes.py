@@ -11,6 +11,7 @@ GPU labels (`gpu`, `UUID`, `pci_bus_id`, and `model_name`), so `on (UUID)` joins
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from prometheus_client.utils import floatToGoString
 
@@ -142,43 +143,31 @@ class _NodeLines:
     )
 
     @classmethod
-    def of(cls, node: NodeState, shown: tuple) -> _NodeLines:
+    def of(cls, node: NodeState, shown: _Shown) -> _NodeLines:
         """The node's lines of what its facts show (`_shown`)."""
-        summary, gpus = shown
+        s, gpus = shown
         lines = cls()
-        lines.node, lines.name = node.name, escape(node.name)
+        lines.node, lines.name = s.name, escape(s.name)
         lines.facts, lines.shown = node.facts, shown
         lines.drift_key = None
         lines.findings = lines.recipe = lines.drift = b""
-        driver, cuda, product, kernel, os, count = summary
         lines.info = _line(
             "plumb_node_info",
             {
-                "node": node.name,
-                "driver_version": driver or "",
-                "cuda_driver_version": cuda or "",
-                "gpu_product": product or "",
-                "kernel": kernel or "",
-                "os": os or "",
+                "node": s.name,
+                "driver_version": s.driver_version or "",
+                "cuda_driver_version": s.cuda_driver_version or "",
+                "gpu_product": s.gpu_product or "",
+                "kernel": s.kernel or "",
+                "os": s.os or "",
             },
             1.0,
         )
-        lines.gpu_count = _line("plumb_node_gpus", {"node": node.name}, float(count))
+        lines.gpu_count = _line("plumb_node_gpus", {"node": s.name}, float(s.gpu_count))
         lines.render_connected(node.connected)
         lines.last_prefix = f'{LAST_REPORT[0]}{{node="{lines.name}"}} '
         lines.gpus = b"".join(
-            _line(
-                "plumb_gpu_info",
-                {  # dcgm-exporter's join labels, beside Plumb's `node`
-                    "node": node.name,
-                    "gpu": index,
-                    "UUID": uuid,
-                    "pci_bus_id": bus,
-                    "model_name": model,
-                },
-                1.0,
-            )
-            for index, uuid, bus, model in gpus
+            _line("plumb_gpu_info", {"node": s.name, **labels}, 1.0) for labels in gpus
         )
         return lines
 
@@ -240,18 +229,20 @@ class _NodeLines:
         )
 
 
-def _shown(node: NodeState) -> tuple:
-    """What the node's fact lines show of its facts: the summary's versions and GPU count,
-    and each GPU's labels."""
-    s = NodeSummary.of(node)
-    summary = (s.driver_version, s.cuda_driver_version, s.gpu_product, s.kernel, s.os, s.gpu_count)
+# What a node's fact lines show: its summary, connection and report time set aside (they
+# have lines of their own), and each GPU's plumb_gpu_info labels.
+_Shown = tuple[NodeSummary, tuple[dict[str, str], ...]]
+
+
+def _shown(node: NodeState) -> _Shown:
+    summary = replace(NodeSummary.of(node), connected=False, last_report_at=None)
     gpus = tuple(
-        (
-            str(g.value("index")),
-            g.text("uuid") or "",
-            g.text("pci_bus_id") or "",
-            g.text("name") or "",
-        )
+        {  # dcgm-exporter's join labels, beside Plumb's `node`
+            "gpu": str(g.value("index")),
+            "UUID": g.text("uuid") or "",
+            "pci_bus_id": g.text("pci_bus_id") or "",
+            "model_name": g.text("name") or "",
+        }
         for g in node.gpus()
     )
     return summary, gpus
