@@ -7,7 +7,7 @@ messages a minute, so the probe found nothing to tune, and with 10,000 agents it
 fifth of the aggregator's steady CPU (bench/README.md, round 53).
 
 A raw HTTP/2 client (h2) speaks to the real `listen` on loopback, with a servicer that
-answers Hello with Welcome behind it, and records every frame the server sends.
+answers Hello with Welcome behind it, and notes every PING the server starts.
 """
 
 from __future__ import annotations
