@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 
 from harness import write_result
+from restore_cost import resume_all
 from store_load import fill
 
 from plumb import facts as wire
 from plumb.aggregator import heap
-from plumb.aggregator.intake.intake import StreamStart
 from plumb.aggregator.process import Process, open_process
 from plumb.aggregator.settings import AggregatorSettings
 from plumb.aggregator.state.live import NodeState
@@ -74,12 +74,7 @@ async def _run(db: Path, args: argparse.Namespace) -> dict:
     writer = asyncio.create_task(p.writer.run())
     collector = asyncio.create_task(heap.run(settings.gc_full_pass_s))
     await p.restore()
-    for i, node in enumerate(p.loaded):
-        start = StreamStart(f"bench-{i}", node.boot_id, node.agent_version)
-        assert p.intake.report(node.name, 0, node.reported, node.content_hash, start) is not None
-        if i % 500 == 0:
-            await asyncio.sleep(0)
-    await p.writer.flush(timeout_s=600)
+    await resume_all(p)
     nodes = p.loaded[: args.nodes_changing]
     seqs = {n.name: 0 for n in nodes}
     await _pass(p, nodes, seqs, args.deltas)  # the counters' findings open: not timed

@@ -31,8 +31,21 @@ from store_load import fill
 
 from plumb.aggregator import heap
 from plumb.aggregator.intake.intake import StreamStart
-from plumb.aggregator.process import open_process
+from plumb.aggregator.process import Process, open_process
 from plumb.aggregator.settings import AggregatorSettings
+
+
+async def resume_all(p: Process) -> None:
+    """Every loaded node's stream resumed as the servicer resumes one (the storm's reconnect,
+    without gRPC), until the writer has stored them all."""
+    for i, node in enumerate(p.loaded):
+        digest = node.content_hash
+        assert node.resent_by(digest), f"{node.name}: stored facts do not hash as stored"
+        start = StreamStart(f"bench-{i}", node.boot_id, node.agent_version)
+        assert p.intake.report(node.name, 0, node.reported, digest, start) is not None
+        if i % 500 == 0:
+            await asyncio.sleep(0)  # the writer stores as the servicer's loop would let it
+    await p.writer.flush(timeout_s=600)
 
 
 async def _restart(db: Path) -> dict[str, float]:
@@ -49,14 +62,7 @@ async def _restart(db: Path) -> dict[str, float]:
     restored = time.process_time() - cpu
     await p.writer.flush(timeout_s=600)
     cpu = time.process_time()
-    for i, node in enumerate(p.loaded):
-        digest = node.content_hash
-        assert node.resent_by(digest), f"{node.name}: stored facts do not hash as stored"
-        start = StreamStart(f"bench-{i}", node.boot_id, node.agent_version)
-        assert p.intake.report(node.name, 0, node.reported, digest, start) is not None
-        if i % 500 == 0:
-            await asyncio.sleep(0)  # the writer stores as the servicer's loop would let it
-    await p.writer.flush(timeout_s=600)
+    await resume_all(p)
     resumed = time.process_time() - cpu
     writer.cancel()
     collector.cancel()
