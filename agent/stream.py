@@ -14,7 +14,10 @@ not two, and heartbeats only when no report went out.
 A session's polls and its reports each keep an interval from the second on; the gap between
 the first and the second is drawn from [interval/2, 3 interval/2) (`spread`). Agents
 welcomed together (an aggregator restart, a rack powering on) otherwise send together at
-every interval after, and the aggregator takes the whole fleet's reports in bursts.
+every interval after, and the aggregator takes the whole fleet's reports in bursts. A
+resumed session's first report waits a draw over one interval (`stagger`): after an
+aggregator restart the fleet resumes within seconds, and readings at once would put its
+every report in the seconds its reconnects need.
 Connections are retried forever: once the aggregator accepts TCP again, after a delay
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
@@ -367,7 +370,8 @@ class StreamClient:
 
     async def _report_sensors(self, call: grpc.aio.StreamStreamCall) -> None:
         """Once the full facts are out, the GPUs' latest readings at once and then every
-        `sensor_interval_s`, the second report `spread` over the first interval.
+        `sensor_interval_s`, the second report `spread` over the first interval; in a resumed
+        session, the first report `stagger`ed over an interval, then every interval.
 
         Read only when one is due: the aggregator keeps the latest value alone, so a reading
         between reports would be thrown away unseen. A read that raises is skipped (heartbeats
@@ -378,6 +382,11 @@ class StreamClient:
         await self._facts_sent.wait()
         every = self._settings.sensor_interval_s
         wait_s = spread(every)
+        if self._resumed:
+            # The aggregator restarted or the stream broke: the whole fleet resumes within
+            # seconds, and readings sent at once would be its every report in those seconds.
+            await asyncio.sleep(stagger(every))
+            wait_s = every
         failing: str | None = None  # the error reads raise now
         while True:
             try:
@@ -409,6 +418,12 @@ def spread(interval_s: float, rng: random.Random | None = None) -> float:
     the interval from the second on, and the gap is an interval on average, so spreading
     sends no more messages than not."""
     return interval_s * (0.5 + (rng or random).random())
+
+
+def stagger(interval_s: float, rng: random.Random | None = None) -> float:
+    """A delay drawn uniformly from [0, interval_s): agents that start reporting together
+    after it report as evenly as a fleet long connected."""
+    return interval_s * (rng or random).random()
 
 
 def reconnect_delay(
