@@ -1309,10 +1309,13 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
 
     s0 = await scrape(http)
     cpu0, t0 = agg.cpu_s(), time.monotonic()
+    busy: list[tuple[float, float]] = []  # each second of the ramp: cores used by each side
+    sampler = asyncio.create_task(sample_busy(agg, workers, busy))
     for w in workers:
         await w.ask("ramp")
     local.start_ramp()
     done = await wait_connected(http, args.agents, args.connect_timeout_s, t0, welcomed)
+    sampler.cancel()
     cpu1 = agg.cpu_s()
     statuses = [await w.ask("status") for w in workers] + [local.status()]
     s1 = await scrape(http)
@@ -1342,6 +1345,9 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         ),
         "listen_drops_machine_wide": listen_drops(),
         "event_loop_lag": observed_between(s0.loop_lag, s1.loop_lag),
+        # Second by second from the ramp's start: the cores each side used; where the
+        # aggregator was not saturated, the ramp or the simulator held the syncs back.
+        "per_second": [{"aggregator_cores": a, "simulator_cores": b} for a, b in busy],
         "load_avg_after": loadavg(),
     }
 
@@ -1364,17 +1370,7 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     t_start = await agg.start()
     sim0 = simulator_cpu_s(workers)
     busy: list[tuple[float, float]] = []  # each second after the restart: cores used by each side
-
-    async def sample_busy() -> None:
-        last = (time.monotonic(), 0.0, sim0)
-        while True:
-            await asyncio.sleep(1.0)
-            now = (time.monotonic(), agg.cpu_s(), simulator_cpu_s(workers))
-            span = now[0] - last[0]
-            busy.append((round((now[1] - last[1]) / span, 2), round((now[2] - last[2]) / span, 2)))
-            last = now
-
-    sampler = asyncio.create_task(sample_busy())
+    sampler = asyncio.create_task(sample_busy(agg, workers, busy, agg_cpu0=0.0))
     t_port = await wait_port(agg.grpc)
     await wait_ready(http)
     t_ready = time.monotonic()
@@ -1481,6 +1477,28 @@ async def storm(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "listen_drops": listen_drops() - drops0,
         "load_avg_after": loadavg(),
     }
+
+
+async def sample_busy(
+    agg: Aggregator,
+    workers: list[Worker],
+    into: list[tuple[float, float]],
+    agg_cpu0: float | None = None,
+) -> None:
+    """Until cancelled, append each second's cores used by the aggregator and the simulator
+    to `into`: which side was saturated. `agg_cpu0`: the aggregator's CPU to count from
+    (0.0: from its start), else its CPU now."""
+    last = (
+        time.monotonic(),
+        agg.cpu_s() if agg_cpu0 is None else agg_cpu0,
+        simulator_cpu_s(workers),
+    )
+    while True:
+        await asyncio.sleep(1.0)
+        now = (time.monotonic(), agg.cpu_s(), simulator_cpu_s(workers))
+        span = now[0] - last[0]
+        into.append((round((now[1] - last[1]) / span, 2), round((now[2] - last[2]) / span, 2)))
+        last = now
 
 
 def _quantiles(sorted_s: list[float]) -> dict[str, float] | None:
