@@ -16,7 +16,6 @@ import statistics
 import time
 
 import grpc
-import pytest
 
 from plumb import facts as wire
 from plumb.agent import stream
@@ -147,8 +146,10 @@ async def test_a_resumed_stream_reports_its_sensors_after_a_draw_over_one_interv
 
 
 async def test_a_stream_that_sent_full_facts_reports_its_sensors_at_once(monkeypatch):
-    monkeypatch.setattr(stream, "stagger", lambda interval_s, rng=None: pytest.fail("drawn"))
+    draws: list[float] = []
+    monkeypatch.setattr(stream, "stagger", lambda interval_s, rng=None: draws.append(0) or 0.0)
     sent = await second_stream(False, REPORTS_A_MINUTE_APART, until="sensors")
+    assert draws == []  # no delay drawn: its first report follows its FullFacts
     assert [m.WhichOneof("message") for _, m in sent] == ["hello", "full_facts", "sensors"]
 
 
