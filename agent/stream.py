@@ -381,12 +381,13 @@ class StreamClient:
             return
         await self._facts_sent.wait()
         every = self._settings.sensor_interval_s
-        wait_s = spread(every)
         if self._resumed:
             # The aggregator restarted or the stream broke: the whole fleet resumes within
             # seconds, and readings sent at once would be its every report in those seconds.
             await asyncio.sleep(stagger(every))
             wait_s = every
+        else:
+            wait_s = spread(every)
         failing: str | None = None  # the error reads raise now
         while True:
             try:
