@@ -102,23 +102,26 @@ class StreamClient:
         self.connections = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Connect, stream, and reconnect until `stop` is set.
+        """Connect, stream, and reconnect until `stop` is set, all on one channel.
 
         After a stream ends or an attempt fails, the next attempt first waits until the
-        aggregator accepts a connection (gRPC's own connect retries, at most
-        `probe_max_s` apart), then `reconnect_delay` (full jitter over a bounded window),
-        so a fleet comes back promptly after an aggregator restart but not in lockstep.
+        aggregator accepts a connection again (gRPC reconnects the channel, its tries at
+        most `probe_max_s` apart), then `reconnect_delay` (full jitter over a bounded
+        window), so a fleet comes back promptly after an aggregator restart but not in
+        lockstep. The channel lives as long as the client, as gRPC advises: only the TCP
+        connection under it is made again.
         """
         failures = 0  # attempts in a row that reached the aggregator but got no Welcome
         retrying = False
         retry_after_s: float | None = None  # the aggregator's hint on its last refusal
-        while not stop.is_set():
-            opened = self.connections
-            # Only a probed attempt is known to have reached the aggregator: the first is not
-            # probed, so its failure (often just "not listening yet") does not widen the window.
-            reached = retrying
-            try:
-                async with self._channel() as channel:
+        async with self._channel() as channel:
+            while not stop.is_set():
+                opened = self.connections
+                # Only a probed attempt is known to have reached the aggregator: the first is
+                # not probed, so its failure (often just "not listening yet") does not widen
+                # the window.
+                reached = retrying
+                try:
                     if retrying:
                         reached = await _reachable(
                             channel, stop, self._settings.unreachable_retry_s
@@ -137,19 +140,23 @@ class StreamClient:
                         # else: try anyway, so why it cannot connect (refused, TLS) is logged
                     retry_after_s = None
                     await self._session(channel, stop)
-            except grpc.aio.AioRpcError as exc:
-                retry_after_s = _retry_after_s(exc)
-                extra = {"code": exc.code().name, "details": exc.details(), "target": self._target}
-                if status_lost(exc):
-                    extra["note"] = LOST_STATUS_NOTE
-                log.warning("stream closed", extra=extra)
-            except (TimeoutError, ConnectionError, OSError) as exc:
-                log.warning("stream failed", extra={"error": str(exc), "target": self._target})
-            if self.connections > opened:
-                failures = 0
-            elif reached and retry_after_s is None:
-                failures += 1
-            retrying = True
+                except grpc.aio.AioRpcError as exc:
+                    retry_after_s = _retry_after_s(exc)
+                    extra = {
+                        "code": exc.code().name,
+                        "details": exc.details(),
+                        "target": self._target,
+                    }
+                    if status_lost(exc):
+                        extra["note"] = LOST_STATUS_NOTE
+                    log.warning("stream closed", extra=extra)
+                except (TimeoutError, ConnectionError, OSError) as exc:
+                    log.warning("stream failed", extra={"error": str(exc), "target": self._target})
+                if self.connections > opened:
+                    failures = 0
+                elif reached and retry_after_s is None:
+                    failures += 1
+                retrying = True
 
     def _channel(self) -> grpc.aio.Channel:
         """A TLS channel when credentials were given, checking the certificate for

@@ -1,11 +1,13 @@
 """An agent whose aggregator is unreachable: it says why in its log, and the time spent
 unreachable does not widen its reconnect window (the delay after the port opens is drawn
-from the first window), so it is back promptly once the aggregator is."""
+from the first window), so it is back promptly once the aggregator is; all on the one
+channel it opened, which gRPC connects again."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 
 from conftest import free_port
 from timeouts import scaled
@@ -64,6 +66,36 @@ async def test_unreachable_is_logged_and_does_not_widen_the_reconnect_window(
         await asyncio.wait_for(task, timeout=scaled(15))
         if agg.proc is not None:
             agg.stop()
+
+
+async def test_an_agent_comes_back_from_a_killed_aggregator_on_the_channel_it_opened(
+    tmp_path, monkeypatch
+):
+    channels: list[object] = []
+    make = StreamClient._channel
+
+    def counted(self: StreamClient):
+        channel = make(self)
+        channels.append(channel)
+        return channel
+
+    monkeypatch.setattr(StreamClient, "_channel", counted)
+    agg = DbAggregator(tmp_path, grpc=f"127.0.0.1:{free_port()}")
+    await asyncio.to_thread(agg.start)
+    settings = StreamSettings(poll_interval_s=0.2, reconnect_window_s=0.5, probe_max_s=0.2)
+    client = StreamClient(agg.grpc, Identity("back-1", "test", "b-1"), lambda: FACTS, settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(client.run(stop))
+    try:
+        await _until(lambda: client.connections == 1, "the agent connected")
+        await asyncio.to_thread(agg.stop, signal.SIGKILL)
+        await asyncio.to_thread(agg.start)  # the same port and database
+        await _until(lambda: client.connections == 2, "the agent reconnected")
+        assert len(channels) == 1
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=scaled(15))
+        agg.stop()
 
 
 async def _until(done, what: str) -> None:
