@@ -615,11 +615,13 @@ def simulator_cpu_s(workers: list[Worker]) -> float:
 
 def thread_cpu_s(pid: int) -> dict[str, float]:
     """CPU-seconds per thread of process `pid`, summed by thread name (/proc/PID/task):
-    Python's threads carry the process's name, gRPC's core threads `event_engine`."""
+    `main` is the event loop's thread; Python's other threads (the store's writer, work
+    handed to threads) carry the process's name, gRPC's core threads `event_engine`."""
     out: collections.Counter = collections.Counter()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            out[(task / "comm").read_text().strip()] += _stat_cpu_s(task / "stat")
+            name = "main" if task.name == str(pid) else (task / "comm").read_text().strip()
+            out[name] += _stat_cpu_s(task / "stat")
         except FileNotFoundError:  # the thread ended meanwhile
             continue
     return dict(out)
@@ -1302,7 +1304,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         return sum(s["connected_once"] for s in statuses)
 
     s0 = await scrape(http)
-    cpu0, t0 = agg.cpu_s(), time.monotonic()
+    cpu0, threads0, t0 = agg.cpu_s(), thread_cpu_s(agg.pid), time.monotonic()
     busy: list[tuple[float, float]] = []  # each second of the ramp: cores used by each side
     sampler = asyncio.create_task(sample_busy(agg, workers, busy))
     for w in workers:
@@ -1310,7 +1312,7 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
     local.start_ramp()
     done = await wait_connected(http, args.agents, args.connect_timeout_s, t0, welcomed)
     sampler.cancel()
-    cpu1 = agg.cpu_s()
+    cpu1, threads1 = agg.cpu_s(), thread_cpu_s(agg.pid)
     statuses = [await w.ask("status") for w in workers] + [local.status()]
     s1 = await scrape(http)
     m = s1.values
@@ -1330,6 +1332,9 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "aggregator_hello_to_welcome": observed_between(s0.welcome, s1.welcome, since_start=True),
         "simulator_loop_lag": [s["loop_lag"] for s in statuses],
         "aggregator_cpu_s": round(cpu1 - cpu0, 1),
+        "aggregator_cpu_s_by_thread": {
+            k: round(v - threads0.get(k, 0.0), 1) for k, v in threads1.items()
+        },
         "aggregator_rss_mib_after": round(agg.rss_bytes() / 2**20, 1),
         # What a memory limit must hold: the peak since start, the ramp's included.
         "aggregator_rss_mib_peak": round(agg.rss_bytes("VmHWM") / 2**20, 1),
