@@ -108,13 +108,14 @@ class StreamClient:
         aggregator accepts a connection again (gRPC reconnects the channel, its tries at
         most `probe_max_s` apart), then `reconnect_delay` (full jitter over a bounded
         window), so a fleet comes back promptly after an aggregator restart but not in
-        lockstep. The channel lives as long as the client, as gRPC advises: only the TCP
-        connection under it is made again.
+        lockstep. The channel lives as long as the client, as gRPC advises, and gRPC makes
+        the connection under it again; only a Welcome that never came gets a new channel.
         """
         failures = 0  # attempts in a row that reached the aggregator but got no Welcome
         retrying = False
         retry_after_s: float | None = None  # the aggregator's hint on its last refusal
-        async with self._channel() as channel:
+        channel = self._channel()
+        try:
             while not stop.is_set():
                 opened = self.connections
                 # Only a probed attempt is known to have reached the aggregator: the first is
@@ -150,13 +151,21 @@ class StreamClient:
                     if status_lost(exc):
                         extra["note"] = LOST_STATUS_NOTE
                     log.warning("stream closed", extra=extra)
-                except (TimeoutError, ConnectionError, OSError) as exc:
+                except TimeoutError:
+                    log.warning("no Welcome in time", extra={"target": self._target})
+                    # The connection may be gone without a word (a host lost, a stale route),
+                    # which gRPC, sending no pings, would not notice: dial on a new channel.
+                    await channel.close()
+                    channel = self._channel()
+                except (ConnectionError, OSError) as exc:
                     log.warning("stream failed", extra={"error": str(exc), "target": self._target})
                 if self.connections > opened:
                     failures = 0
                 elif reached and retry_after_s is None:
                     failures += 1
                 retrying = True
+        finally:
+            await channel.close()
 
     def _channel(self) -> grpc.aio.Channel:
         """A TLS channel when credentials were given, checking the certificate for
@@ -173,6 +182,13 @@ class StreamClient:
         token = await asyncio.to_thread(self._token)  # re-read: projected tokens rotate
         metadata = (("authorization", f"Bearer {token}"),) if token else None
         call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)
+        try:
+            await self._stream(call, stop)
+        finally:
+            call.cancel()  # however it ended: the channel outlives the call
+
+    async def _stream(self, call: grpc.aio.StreamStreamCall, stop: asyncio.Event) -> None:
+        """Hello, Welcome, then report until the stream fails or `stop` is set."""
         ident = self._identity
         await call.write(
             agent_pb2.ConnectRequest(
@@ -230,7 +246,6 @@ class StreamClient:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            call.cancel()
         for task in done:
             task.result()  # re-raise what ended the session, if it failed
 
@@ -484,11 +499,14 @@ def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
 
 def _channel_options(settings: StreamSettings) -> list[tuple[str, int | str]]:
     """gRPC's connect retries while the aggregator is unreachable: at most `probe_max_s`
-    apart, as a refused connection costs the aggregator nothing."""
+    apart, as a refused connection costs the aggregator nothing. The channel's connection
+    is its own: gRPC otherwise hands a new channel the connection of a closed one to the
+    same target while it lasts, the one a missing Welcome gave up on."""
     probe_ms = int(settings.probe_max_s * 1000)
     return [
         ("grpc.initial_reconnect_backoff_ms", min(1000, probe_ms)),
         ("grpc.max_reconnect_backoff_ms", probe_ms),
+        ("grpc.use_local_subchannel_pool", 1),
     ]
 
 

@@ -92,8 +92,6 @@ def _cheap_agent_wire() -> None:
     Every node of a profile shares one facts dict until it changes, so a fleet of 10,000
     costs the simulator a handful of serialisations instead of 10,000 per storm.
     """
-    import grpc
-
     import plumb.agent.stream as stream
     from plumb import facts as wire
     from plumb.v1 import agent_pb2, facts_pb2
@@ -135,16 +133,6 @@ def _cheap_agent_wire() -> None:
 
     wire.content_digest = content_digest
     stream._full = full
-
-    # One TCP connection per agent, as on real nodes: gRPC otherwise shares one subchannel
-    # (and its reconnect backoff) among every channel to the same target in a process.
-    real_channel = grpc.aio.insecure_channel
-
-    def insecure_channel(target, options=None, *a, **kw):
-        options = [*(options or ()), ("grpc.use_local_subchannel_pool", 1)]
-        return real_channel(target, options, *a, **kw)
-
-    grpc.aio.insecure_channel = insecure_channel
 
 
 def _clients():
