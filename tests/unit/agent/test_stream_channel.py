@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+from standin import streaming
 
 from plumb import facts as wire
 from plumb.agent.settings import StreamSettings
-from plumb.agent.stream import Identity, StreamClient
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
 FACTS = {"driver.driver_version": wire.Reading.ok("580.173.02")}
@@ -54,23 +54,10 @@ async def two_streams(first: str) -> Aggregator:
     """Run an agent against a stand-in whose first stream goes as `first` says, until its
     second stream is welcomed."""
     servicer = Aggregator(first)
-    server = grpc.aio.server()
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    stop = asyncio.Event()
-    client = StreamClient(
-        f"127.0.0.1:{port}", Identity("gpu-1", "test", "b-1"), lambda: FACTS, SETTINGS
-    )
-    agent = asyncio.create_task(client.run(stop))
-    try:
+    async with streaming(servicer, lambda: FACTS, SETTINGS):
         async with asyncio.timeout(30):
             await servicer.second.wait()
-        return servicer
-    finally:
-        stop.set()
-        await asyncio.wait_for(agent, 10)
-        await server.stop(0)
+    return servicer
 
 
 async def test_after_a_stream_ends_the_agent_says_hello_again_on_the_same_connection():

@@ -18,11 +18,12 @@ import time
 
 import grpc
 import pytest
+from standin import streaming
 
 from plumb import facts as wire
 from plumb.agent import stream
 from plumb.agent.settings import StreamSettings
-from plumb.agent.stream import Identity, StreamClient, spread
+from plumb.agent.stream import spread
 from plumb.sensors import GpuSensors
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
@@ -70,29 +71,12 @@ async def streamed(
     """What an agent with readings `gpus` (or from `sense`) and facts from `collect` sent,
     after its full facts, until `until(sent)`."""
     servicer = Records(sensors_heartbeat, sensor_changes)
-    server = grpc.aio.server()
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    stop = asyncio.Event()
-    client = StreamClient(
-        f"127.0.0.1:{port}",
-        Identity("gpu-1", "test", "b-1"),
-        collect,
-        settings,
-        sense=sense or (lambda: gpus),
-    )
-    agent = asyncio.create_task(client.run(stop))
     sent: list[agent_pb2.ConnectRequest] = []
-    try:
+    async with streaming(servicer, collect, settings, sense=sense or (lambda: gpus)):
         async with asyncio.timeout(30):
             assert (await servicer.sent.get()).WhichOneof("message") == "full_facts"
             while not until(sent):
                 sent.append(await servicer.sent.get())
-    finally:
-        stop.set()
-        await asyncio.wait_for(agent, 10)
-        await server.stop(0)
     return sent
 
 

@@ -16,11 +16,12 @@ import statistics
 import time
 
 import grpc
+from standin import streaming
 
 from plumb import facts as wire
 from plumb.agent import stream
 from plumb.agent.settings import StreamSettings
-from plumb.agent.stream import Identity, StreamClient, stagger
+from plumb.agent.stream import stagger
 from plumb.sensors import GpuSensors
 from plumb.v1 import agent_pb2, agent_pb2_grpc
 
@@ -71,21 +72,8 @@ async def second_stream(
     moved from BEFORE to AFTER while the first stream ended; with `until`, every message
     up to the first of that kind. Each with when it arrived."""
     servicer = Restarting(resumed)
-    server = grpc.aio.server()
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
     facts = BEFORE
-    stop = asyncio.Event()
-    client = StreamClient(
-        f"127.0.0.1:{port}",
-        Identity("gpu-1", "test", "b-1"),
-        lambda: facts,
-        settings,
-        sense=lambda: GPUS,
-    )
-    agent = asyncio.create_task(client.run(stop))
-    try:
+    async with streaming(servicer, lambda: facts, settings, sense=lambda: GPUS):
         async with asyncio.timeout(30):
             await servicer.acked.wait()
             facts = AFTER
@@ -98,10 +86,6 @@ async def second_stream(
                 if msg.WhichOneof("message") != "sensors" or until == "sensors":
                     sent.append((time.monotonic(), msg))
             return sent
-    finally:
-        stop.set()
-        await asyncio.wait_for(agent, 10)
-        await server.stop(0)
 
 
 async def test_a_resumed_stream_sends_only_what_changed_as_delta_seq_1():
