@@ -2,7 +2,9 @@
 
 A server process (CPU 0) runs the agents' service with a handler that reads one message and
 answers it, as Hello and Welcome, while a task on its loop runs `--piece-ms` of CPU-bound
-work and then sleeps `free` ms, for each `--free-ms`; 0 is back to back (a yield only). A
+work and then sleeps `free` ms, for each `--free-ms`; 0 is back to back (a yield only). The
+server's CPU from start to the last stream taken, less the pieces', is gRPC's cost per
+stream (`grpc_cpu_ms_per_stream`: its threads', and its callbacks' on the loop). A
 client process (CPU 1) opens `--streams` streams at once, one channel each, and times each
 answer, counting the streams that end unanswered by status. `--max-pending N` sets gRPC's
 limit on the streams it holds before the server takes them (its own: 1,000, and some past it
@@ -68,12 +70,15 @@ def _server(
                 await asyncio.sleep(free_ms / 1000)
 
         work = asyncio.create_task(bulk())
+        cpu0 = time.process_time()
         ready.set()
         try:
             await asyncio.wait_for(all_in.wait(), TIMEOUT_S)
         except TimeoutError:
             pass  # reported: fewer accepted than opened
         work.cancel()
+        # The server's CPU less the bulk work's: its pieces spin, so their wall time is CPU.
+        grpc_cpu_s = time.process_time() - cpu0 - pieces * piece_ms / 1000
         span = accepted[-1] - accepted[0] if len(accepted) > 1 else None
         out.send(
             {
@@ -81,6 +86,9 @@ def _server(
                 "accept_span_s": round(span, 3) if span else None,
                 "accepted_per_s": round(len(accepted) / span) if span else None,
                 "bulk_pieces": pieces,
+                "grpc_cpu_ms_per_stream": round(1000 * grpc_cpu_s / len(accepted), 3)
+                if accepted
+                else None,
             }
         )
         await asyncio.to_thread(done.wait, TIMEOUT_S)  # until the client has its answers
