@@ -89,10 +89,11 @@ def test_with_cordons_off_a_node_with_a_critical_health_finding_stays_schedulabl
     make_node("uncordoned-gpu")
     agg = serve("cordons-off")
     sicken(agg, reporting(agg, start_agent, "uncordoned-gpu")["uncordoned-gpu"])
-    # The leader has written the finding's label: it acted on it, and cordoned nothing.
+    # The leader has written the finding's label: it acted on it, and cordoned nothing. A Node
+    # with no labels yet reads back with none (None), not an empty map.
     node = until(
         lambda: (
-            (n := core.read_node("uncordoned-gpu")).metadata.labels.get("plumb.dev/drift")
+            ((n := core.read_node("uncordoned-gpu")).metadata.labels or {}).get("plumb.dev/drift")
             == "critical"
             and n
         ),
