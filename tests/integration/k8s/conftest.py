@@ -47,6 +47,11 @@ def until(check: Callable[[], object], timeout: float = 15.0, what: str = "condi
     )
 
 
+def node_labels(node: client.V1Node) -> dict[str, str]:
+    """A Node's labels: the API server returns a Node without any as None, not an empty map."""
+    return node.metadata.labels or {}
+
+
 @contextmanager
 def cluster_aggregators(
     workdir: Path, kubeconfig: Path, namespace: str, env: dict[str, str]

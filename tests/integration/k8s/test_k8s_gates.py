@@ -14,7 +14,7 @@ import pytest
 from conftest import BIN, Aggregator, scrape
 from kubernetes import client
 
-from .conftest import cluster_aggregators, until
+from .conftest import cluster_aggregators, node_labels, until
 
 NAMESPACE = "plumb-gates"
 FAST = {
@@ -69,7 +69,7 @@ def driver(agg: Aggregator, node: str) -> str:
 
 
 def labels(core: client.CoreV1Api, node: str) -> dict[str, str]:
-    return core.read_node(node).metadata.labels or {}
+    return node_labels(core.read_node(node))
 
 
 def test_a_validated_node_carries_its_stack_until_a_stack_fact_changes(

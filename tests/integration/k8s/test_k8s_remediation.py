@@ -13,7 +13,7 @@ import pytest
 from conftest import BIN, Aggregator, scrape
 from kubernetes import client
 
-from .conftest import cluster_aggregators, until
+from .conftest import cluster_aggregators, node_labels, until
 
 NAMESPACE = "plumb-remediation"
 FAST = {
@@ -89,12 +89,10 @@ def test_with_cordons_off_a_node_with_a_critical_health_finding_stays_schedulabl
     make_node("uncordoned-gpu")
     agg = serve("cordons-off")
     sicken(agg, reporting(agg, start_agent, "uncordoned-gpu")["uncordoned-gpu"])
-    # The leader has written the finding's label: it acted on it, and cordoned nothing. A Node
-    # with no labels yet reads back with none (None), not an empty map.
+    # The leader has written the finding's label: it acted on it, and cordoned nothing.
     node = until(
         lambda: (
-            ((n := core.read_node("uncordoned-gpu")).metadata.labels or {}).get("plumb.dev/drift")
-            == "critical"
+            node_labels(n := core.read_node("uncordoned-gpu")).get("plumb.dev/drift") == "critical"
             and n
         ),
         what="the critical drift label",
