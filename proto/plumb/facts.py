@@ -206,15 +206,28 @@ def flatten(facts: facts_pb2.NodeFacts) -> dict[str, Reading]:
 # attributes and path strings cost more than the field's value, so each is made once per
 # prefix (``gpus[3].``) and field, and every node shares the path string. A hostile node can
 # send many prefixes (indexes), so the table is dropped once it holds _PREFIXES_MAX.
-_Plan = tuple[str, type | None, bool, bool]
+_Plan = tuple[str, type | None, bool, bool, tuple[str, ...]]
 _PREFIXES_MAX = 1 << 12
 _plans: dict[str, dict[FieldDescriptor, _Plan]] = {}
+
+# The fields of a message whose values are one node's or one GPU's own. A fleet's GPUs of a
+# model, and its hosts of an image, differ in little else: such a message is walked once per
+# content less these (kept by its serialized bytes, which hold any field and any unknown one)
+# and these alone are walked for every node (bench/README.md, round 57). The table is bounded
+# as the others are, against a hostile node's variety.
+_OWN_FIELDS = {
+    "plumb.v1.GpuFacts": ("uuid", "serial"),
+    "plumb.v1.HostFacts": ("hostname", "boot_id"),
+}
+_SECTIONS_MAX = 1 << 10
+_sections: dict[tuple[str, bytes], dict[str, Reading]] = {}
 
 
 def _plan(prefix: str, field: FieldDescriptor, plans: dict[FieldDescriptor, _Plan]) -> _Plan:
     is_message = field.type == FieldDescriptor.TYPE_MESSAGE
     kind = _LEAF_TYPES.get(field.message_type.full_name) if is_message else None
-    plan = plans[field] = (prefix + field.name, kind, field.is_repeated, is_message)
+    own = _OWN_FIELDS.get(field.message_type.full_name, ()) if is_message else ()
+    plan = plans[field] = (prefix + field.name, kind, field.is_repeated, is_message, own)
     return plan
 
 
@@ -226,12 +239,32 @@ _OK = facts_pb2.FACT_STATUS_OK
 _NOT_SUPPORTED_STATUS = facts_pb2.FACT_STATUS_NOT_SUPPORTED
 
 
+def _walk_apart(msg: Message, prefix: str, out: dict[str, Reading], own: tuple[str, ...]) -> None:
+    """`_walk` of a message with fields of its own: the rest's readings as found for the same
+    bytes before (walked and checked then), its own fields walked."""
+    rest = type(msg)()
+    rest.CopyFrom(msg)
+    mine = type(msg)()
+    for name in own:
+        if msg.HasField(name):
+            getattr(mine, name).CopyFrom(getattr(msg, name))
+            rest.ClearField(name)
+    key = (prefix, rest.SerializeToString())
+    found = _sections.get(key)
+    if found is None:
+        found = {}
+        _walk(rest, prefix, found)  # a malformed message raises before anything is kept
+        _keep(_sections, key, found, _SECTIONS_MAX)
+    out.update(found)
+    _walk(mine, prefix, out)
+
+
 def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
     plans = _plans.get(prefix)
     if plans is None:
         plans = _keep(_plans, prefix, {}, _PREFIXES_MAX)
     for field, value in msg.ListFields():
-        path, kind, repeated, is_message = plans.get(field) or _plan(prefix, field, plans)
+        path, kind, repeated, is_message, own = plans.get(field) or _plan(prefix, field, plans)
         if not is_message:
             # Plain scalars (the path of a library) are identities, exposed as readings.
             _check_value(path, value)
@@ -242,9 +275,15 @@ def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
                     f"{path}: more than {MAX_REPEATED} entries", reason="too_many_entries"
                 )
             for i, item in enumerate(value):
-                _walk(item, f"{path}[{i}].", out)
+                if own:
+                    _walk_apart(item, f"{path}[{i}].", out, own)
+                else:
+                    _walk(item, f"{path}[{i}].", out)
         elif kind is None:
-            _walk(value, f"{path}.", out)
+            if own:
+                _walk_apart(value, f"{path}.", out, own)
+            else:
+                _walk(value, f"{path}.", out)
         elif (status := value.status) == _OK:
             v = value.value
             # True and 1, or 0.0 and -0.0, are equal but not the same reading.

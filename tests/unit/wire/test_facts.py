@@ -217,6 +217,27 @@ def test_flatten_shares_equal_readings_but_keeps_signed_zero_apart():
     assert wire.content_hash(a) != wire.content_hash(c)
 
 
+def test_gpus_alike_but_for_their_own_fields_each_flatten_with_their_own_and_nothing_else():
+    def node(uuid: str | None, ecc: int, host: str) -> dict[str, wire.Reading]:
+        flat = {
+            "host.hostname": wire.Reading.ok(host),
+            "host.kernel": wire.Reading.ok("6.8.0-1015-aws"),
+            "gpus[0].index": wire.Reading.ok(0),
+            "gpus[0].name": wire.Reading.ok("NVIDIA H100 80GB HBM3"),
+            "gpus[0].ecc_uncorrected_volatile": wire.Reading.ok(ecc),
+        }
+        if uuid is not None:
+            flat["gpus[0].uuid"] = wire.Reading.ok(uuid)
+        return flat
+
+    first = node("GPU-1111", 0, "gpu-1")
+    same_model = node("GPU-2222", 0, "gpu-2")  # all but its uuid and its hostname alike
+    no_uuid = node(None, 0, "gpu-3")
+    one_ecc_error = node("GPU-4444", 1, "gpu-4")
+    for flat in (first, same_model, no_uuid, one_ecc_error, first):
+        assert wire.flatten(wire.unflatten(flat)) == flat
+
+
 @given(flat_facts())
 def test_leaves_of_the_nested_tree_are_the_flat_facts(flat):
     assert {p: wire.Reading(**r) for p, r in tree.leaves(tree.nest(flat))} == flat
