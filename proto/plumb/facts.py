@@ -214,12 +214,14 @@ _plans: dict[str, dict[FieldDescriptor, _Plan]] = {}
 # model, and its hosts of an image, differ in little else: such a message is walked once per
 # content less these (kept by its serialized bytes, which hold any field and any unknown one)
 # and these alone are walked for every node (bench/README.md, round 57). The table is bounded
-# as the others are, against a hostile node's variety.
+# as the others are, against a hostile node's variety, and so is what one entry holds: a GPU
+# is ~350 bytes and a host ~1.3 KB less these, so a larger message is walked, not kept.
 _OWN_FIELDS = {
     "plumb.v1.GpuFacts": ("uuid", "serial"),
     "plumb.v1.HostFacts": ("hostname", "boot_id"),
 }
 _SECTIONS_MAX = 1 << 10
+_SECTION_BYTES_MAX = 16 << 10
 _sections: dict[tuple[str, bytes], dict[str, Reading]] = {}
 
 
@@ -242,6 +244,9 @@ _NOT_SUPPORTED_STATUS = facts_pb2.FACT_STATUS_NOT_SUPPORTED
 def _walk_apart(msg: Message, prefix: str, out: dict[str, Reading], own: tuple[str, ...]) -> None:
     """`_walk` of a message with fields of its own: the rest's readings as found for the same
     bytes before (walked and checked then), its own fields walked."""
+    if msg.ByteSize() > _SECTION_BYTES_MAX:
+        _walk(msg, prefix, out)
+        return
     rest = type(msg)()
     rest.CopyFrom(msg)
     mine = type(msg)()

@@ -238,6 +238,23 @@ def test_gpus_alike_but_for_their_own_fields_each_flatten_with_their_own_and_not
         assert wire.flatten(wire.unflatten(flat)) == flat
 
 
+def test_a_gpu_too_large_to_keep_is_flattened_but_not_kept():
+    # A GPU's facts less its own are kept by their bytes, unless a node made them large.
+    def gpu(text: str) -> dict[str, wire.Reading]:
+        flat = {"gpus[0].index": wire.Reading.ok(0)}
+        for leaf in ("name", "pci_bus_id", "vbios_version", "inforom_version"):
+            flat[f"gpus[0].{leaf}"] = wire.Reading.ok(text)
+        return flat
+
+    wire._sections.clear()  # a cache: other tests' GPUs may have filled it to its bound
+    small = gpu("alike on many nodes")
+    assert wire.flatten(wire.unflatten(small)) == small
+    assert len(wire._sections) == 1
+    large = gpu("x" * wire.MAX_VALUE_CHARS)  # four of them: 16 KiB and more
+    assert wire.flatten(wire.unflatten(large)) == large
+    assert len(wire._sections) == 1
+
+
 @given(flat_facts())
 def test_leaves_of_the_nested_tree_are_the_flat_facts(flat):
     assert {p: wire.Reading(**r) for p, r in tree.leaves(tree.nest(flat))} == flat
