@@ -13,9 +13,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from json.encoder import encode_basestring
 from typing import Literal, TypeVar
 
@@ -202,11 +202,13 @@ def flatten(facts: facts_pb2.NodeFacts) -> dict[str, Reading]:
 
 
 # How _walk reads each field under a prefix: the field's path, its leaf type (None for a
-# container or a plain scalar), whether it repeats and whether it is a message. Descriptor
+# container or a plain scalar), whether it repeats, whether it is a message, and how a
+# message of it is walked (`_walk`, or `_walk_apart` for one with fields of its own). Descriptor
 # attributes and path strings cost more than the field's value, so each is made once per
 # prefix (``gpus[3].``) and field, and every node shares the path string. A hostile node can
 # send many prefixes (indexes), so the table is dropped once it holds _PREFIXES_MAX.
-_Plan = tuple[str, type | None, bool, bool, tuple[str, ...]]
+_Walk = Callable[[Message, str, dict[str, Reading]], None]
+_Plan = tuple[str, type | None, bool, bool, _Walk]
 _PREFIXES_MAX = 1 << 12
 _plans: dict[str, dict[FieldDescriptor, _Plan]] = {}
 
@@ -228,8 +230,9 @@ _sections: dict[tuple[str, bytes], dict[str, Reading]] = {}
 def _plan(prefix: str, field: FieldDescriptor, plans: dict[FieldDescriptor, _Plan]) -> _Plan:
     is_message = field.type == FieldDescriptor.TYPE_MESSAGE
     kind = _LEAF_TYPES.get(field.message_type.full_name) if is_message else None
-    own = _OWN_FIELDS.get(field.message_type.full_name, ()) if is_message else ()
-    plan = plans[field] = (prefix + field.name, kind, field.is_repeated, is_message, own)
+    own = _OWN_FIELDS.get(field.message_type.full_name) if is_message else None
+    walk = partial(_walk_apart, own=own) if own else _walk  # how a container is walked
+    plan = plans[field] = (prefix + field.name, kind, field.is_repeated, is_message, walk)
     return plan
 
 
@@ -269,7 +272,7 @@ def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
     if plans is None:
         plans = _keep(_plans, prefix, {}, _PREFIXES_MAX)
     for field, value in msg.ListFields():
-        path, kind, repeated, is_message, own = plans.get(field) or _plan(prefix, field, plans)
+        path, kind, repeated, is_message, walk = plans.get(field) or _plan(prefix, field, plans)
         if not is_message:
             # Plain scalars (the path of a library) are identities, exposed as readings.
             _check_value(path, value)
@@ -280,15 +283,9 @@ def _walk(msg: Message, prefix: str, out: dict[str, Reading]) -> None:
                     f"{path}: more than {MAX_REPEATED} entries", reason="too_many_entries"
                 )
             for i, item in enumerate(value):
-                if own:
-                    _walk_apart(item, f"{path}[{i}].", out, own)
-                else:
-                    _walk(item, f"{path}[{i}].", out)
+                walk(item, f"{path}[{i}].", out)
         elif kind is None:
-            if own:
-                _walk_apart(value, f"{path}.", out, own)
-            else:
-                _walk(value, f"{path}.", out)
+            walk(value, f"{path}.", out)
         elif (status := value.status) == _OK:
             v = value.value
             # True and 1, or 0.0 and -0.0, are equal but not the same reading.
