@@ -79,7 +79,7 @@ class StreamClient:
         collect: Collect,
         settings: StreamSettings,
         checks: CheckRunner | None = None,
-        token: Callable[[], str | None] = lambda: None,
+        token: Callable[[], str | None] | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         server_name: str | None = None,
         sense: Sense | None = None,
@@ -179,7 +179,8 @@ class StreamClient:
 
     async def _session(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         """One stream, from Hello until it fails or `stop` is set."""
-        token = await asyncio.to_thread(self._token)  # re-read: projected tokens rotate
+        # Re-read on a thread for each stream (projected tokens rotate); none to read, no thread.
+        token = await asyncio.to_thread(self._token) if self._token is not None else None
         metadata = (("authorization", f"Bearer {token}"),) if token else None
         call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)
         try:
