@@ -94,7 +94,7 @@ def _cheap_agent_wire() -> None:
     """
     import plumb.agent.stream as stream
     from plumb import facts as wire
-    from plumb.v1 import agent_pb2, facts_pb2
+    from plumb.v1 import agent_pb2
 
     real_digest, real_unflatten = wire.content_digest, wire.unflatten
     digests: dict[int, tuple[object, bytes]] = {}
@@ -119,17 +119,19 @@ def _cheap_agent_wire() -> None:
         return hit[1]
 
     def full(seq, digest, facts):
+        # Built in place: a message given to a constructor is copied again.
+        request = agent_pb2.ConnectRequest(
+            full_facts=agent_pb2.FullFacts(seq=seq, content_sha256=digest)
+        )
+        msg = request.full_facts.facts
         own = _OWN.get(id(facts))
         if own is not None and own[0] is facts:  # the profile's message, this node's values
-            msg = facts_pb2.NodeFacts()
             msg.CopyFrom(message(own[1]))
             for path in own[2]:
                 wire._set(msg, path, facts[path])
         else:
-            msg = message(facts)
-        return agent_pb2.ConnectRequest(
-            full_facts=agent_pb2.FullFacts(seq=seq, content_sha256=digest, facts=msg)
-        )
+            msg.CopyFrom(message(facts))
+        return request
 
     wire.content_digest = content_digest
     stream._full = full
