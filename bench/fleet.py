@@ -7,8 +7,9 @@ Facts are collected once per shipped profile and shared by every node of that pr
 what is each node's own on a real machine (hostname, boot id, GPU UUIDs and serials; see
 bench/nodes.py). The simulator keeps its own agents cheap (content hash once per facts object,
 NodeFacts copied from the profile's with the node's own values set, reads of a node in place
-rather than on the agent's worker thread, each process's fleet frozen out of the collector's
-passes) so the two cores go to the aggregator; the steady phase reports the simulator's CPU.
+rather than on the agent's worker thread, a stop event per agent, each process's fleet frozen
+out of the collector's passes) so the two cores go to the aggregator; the steady phase and
+each second of a cold ramp or storm report the simulator's CPU.
 
 Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.json):
   connect   cold start: every agent connects at once to an empty database;
