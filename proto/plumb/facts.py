@@ -217,7 +217,8 @@ _plans: dict[str, dict[FieldDescriptor, _Plan]] = {}
 # content less these (kept by its serialized bytes, which hold any field and any unknown one)
 # and these alone are walked for every node (bench/README.md, round 57). The table is bounded
 # as the others are, against a hostile node's variety, and so is what one entry holds: a GPU
-# is ~350 bytes and a host ~1.3 KB less these, so a larger message is walked, not kept.
+# is ~350 bytes and a host ~1.3 KB less these, so a rest over _SECTION_BYTES_MAX is walked, not
+# kept.
 _OWN_FIELDS = {
     "plumb.v1.GpuFacts": ("uuid", "serial"),
     "plumb.v1.HostFacts": ("hostname", "boot_id"),
@@ -247,9 +248,6 @@ _NOT_SUPPORTED_STATUS = facts_pb2.FACT_STATUS_NOT_SUPPORTED
 def _walk_apart(msg: Message, prefix: str, out: dict[str, Reading], own: tuple[str, ...]) -> None:
     """`_walk` of a message with fields of its own: the rest's readings as found for the same
     bytes before (walked and checked then), its own fields walked."""
-    if msg.ByteSize() > _SECTION_BYTES_MAX:
-        _walk(msg, prefix, out)
-        return
     rest = type(msg)()
     rest.CopyFrom(msg)
     mine = type(msg)()
@@ -262,7 +260,8 @@ def _walk_apart(msg: Message, prefix: str, out: dict[str, Reading], own: tuple[s
     if found is None:
         found = {}
         _walk(rest, prefix, found)  # a malformed message raises before anything is kept
-        _keep(_sections, key, found, _SECTIONS_MAX)
+        if len(key[1]) <= _SECTION_BYTES_MAX:
+            _keep(_sections, key, found, _SECTIONS_MAX)
     out.update(found)
     _walk(mine, prefix, out)
 
