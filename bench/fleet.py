@@ -72,6 +72,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -535,21 +536,21 @@ def worker_main(conn, spec: dict) -> None:
         await fleet.start()
         done = asyncio.Event()
 
+        # What the driver asks of the fleet, answered on the loop where the fleet lives.
+        asked = {
+            "status": fleet.status,
+            "welcomed": fleet.welcomed,
+            "lost": fleet.lost,
+            "mark": fleet.mark,
+            "since_mark": fleet.since_mark,
+            "stragglers": fleet.stragglers,
+        }
+
         def serve() -> None:  # commands arrive on a thread; the fleet lives on the loop
             while True:
                 cmd = conn.recv()
-                if cmd == "status":
-                    reply = asyncio.run_coroutine_threadsafe(_status(fleet), loop).result()
-                elif cmd == "welcomed":
-                    reply = asyncio.run_coroutine_threadsafe(_welcomed(fleet), loop).result()
-                elif cmd == "lost":
-                    reply = asyncio.run_coroutine_threadsafe(_lost(fleet), loop).result()
-                elif cmd == "mark":
-                    reply = asyncio.run_coroutine_threadsafe(_mark(fleet), loop).result()
-                elif cmd == "since_mark":
-                    reply = asyncio.run_coroutine_threadsafe(_since_mark(fleet), loop).result()
-                elif cmd == "stragglers":
-                    reply = asyncio.run_coroutine_threadsafe(_stragglers(fleet), loop).result()
+                if cmd in asked:
+                    reply = asyncio.run_coroutine_threadsafe(_call(asked[cmd]), loop).result()
                 elif cmd == "ramp":
                     loop.call_soon_threadsafe(fleet.start_ramp)
                     reply = True
@@ -574,29 +575,8 @@ def worker_main(conn, spec: dict) -> None:
         asyncio.run(run())
 
 
-async def _status(fleet: Fleet) -> dict:
-    return fleet.status()
-
-
-async def _welcomed(fleet: Fleet) -> int:
-    return fleet.welcomed()
-
-
-async def _lost(fleet: Fleet) -> int:
-    return fleet.lost()
-
-
-async def _mark(fleet: Fleet) -> bool:
-    fleet.mark()
-    return True
-
-
-async def _since_mark(fleet: Fleet) -> dict:
-    return fleet.since_mark()
-
-
-async def _stragglers(fleet: Fleet) -> list[dict]:
-    return fleet.stragglers()
+async def _call(read: Callable[[], object]) -> object:
+    return read()
 
 
 class Worker:
