@@ -106,15 +106,17 @@ class ReplicaRow(Base):
 
 
 class NodeFactsRow(Base):
-    """A node's current facts as one JSON document (store.py, ``_facts_doc``): a node's
-    facts are written and read together, so one row each, not one per fact (0010)."""
+    """A node's current facts as two JSON documents (store.py, ``_facts_docs``): its own
+    readings, and the rest, which nodes of one shape share (0012). A node's facts are written
+    and read together, so one row each, not one per fact (0010)."""
 
     __tablename__ = "node_facts"
 
     node: Mapped[str] = mapped_column(
         String(NODE_NAME_CHARS), ForeignKey("nodes.name", ondelete="CASCADE"), primary_key=True
     )
-    doc: Mapped[str] = mapped_column(Text)
+    own: Mapped[str] = mapped_column(Text)
+    rest: Mapped[str] = mapped_column(Text)
 
 
 class FactChangeRow(Base):

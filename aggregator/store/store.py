@@ -8,7 +8,7 @@ rest of the aggregator gets the frozen dataclasses below.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,7 +50,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from plumb.aggregator.drift.engine import Baseline
 from plumb.aggregator.drift.model import DriftFinding
 from plumb.aggregator.validation.model import CheckResult, ValidationRun
-from plumb.facts import MAX_VALUE_CHARS, Reading, Status
+from plumb.facts import MAX_VALUE_CHARS, Reading, Status, is_own
 
 from . import drift, validation
 from .lock import WriterLock, WriterLockHeld
@@ -84,6 +84,7 @@ _STATUSES = frozenset(get_args(Status))
 _NODE_FIELDS = ("connected", "boot_id", "agent_version", "last_report_at", "content_hash")
 _SQLITE_BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another's lock before failing
 _LOAD_CHUNK = 500  # node_facts rows fetched at a time by `load`
+_RESTS_MAX = 512  # distinct `rest` documents a load keeps decoded (~30 KiB each)
 
 _nodes: Table = NodeRow.__table__  # type: ignore[assignment]
 _facts: Table = NodeFactsRow.__table__  # type: ignore[assignment]
@@ -212,7 +213,7 @@ class Store:
         self._dialect_insert = (
             postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
         )
-        self._facts_upsert = self._upsert(_facts, ["node"], ["doc"])
+        self._facts_upsert = self._upsert(_facts, ["node"], ["own", "rest"])
 
     def load(self) -> list[StoredNode]:
         """Every node with its current facts, for the aggregator's start.
@@ -220,7 +221,7 @@ class Store:
         Nodes come back disconnected whatever the table says: no stream is open yet.
         """
         with _errors("loading nodes", self._engine), self._engine.connect() as conn:
-            facts = _load_facts(conn, select(_facts.c.node, _facts.c.doc))
+            facts = _load_facts(conn, select(_facts.c.node, _facts.c.own, _facts.c.rest))
             live = _nodes.c.removed_at.is_(None)
             nodes = conn.execute(select(_nodes).where(live).order_by(_nodes.c.name)).all()
         return [_stored(row, facts.get(row.name, {}), connected=False) for row in nodes]
@@ -240,7 +241,7 @@ class Store:
         self, facts_of: Sequence[str], baselines_of: Sequence[str]
     ) -> tuple[dict[str, dict[str, Reading]], dict[str, Baseline]]:
         """The current facts of ``facts_of`` and the baselines of ``baselines_of``."""
-        stmt = select(_facts.c.node, _facts.c.doc).where(_facts.c.node.in_(facts_of))
+        stmt = select(_facts.c.node, _facts.c.own, _facts.c.rest).where(_facts.c.node.in_(facts_of))
         facts: dict[str, dict[str, Reading]] = {name: {} for name in facts_of}
         with _errors("reading node facts", self._engine), self._engine.connect() as conn:
             if facts_of:
@@ -309,9 +310,7 @@ class Store:
         # Consecutive runs of the same kind go as one executemany; order is kept.
         for shape, group in groupby(updates, key=_node_shape):
             conn.execute(self._upsert_nodes(shape), [self._node_params(u, now) for u in group])
-        docs = [
-            {"node": u.node, "doc": _facts_doc(u.facts)} for u in updates if u.facts is not None
-        ]
+        docs = [{"node": u.node, **_facts_docs(u.facts)} for u in updates if u.facts is not None]
         if docs:
             conn.execute(self._facts_upsert, docs)
         rows = [_change_params(u, c) for u, c in changes]
@@ -759,59 +758,85 @@ def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
     )
 
 
-def _facts_doc(facts: Mapping[str, Reading]) -> str:
-    """A node's facts as its `node_facts` row holds them: ``{status: {path: value}}``, the
-    value as ``[value, error]`` for a reading with an error (a fact's value is never a
-    list). Grouped by status, a node's ~370 readings load as plain values, not objects."""
-    doc: dict[str, dict[str, object]] = {}
+def _facts_docs(facts: Mapping[str, Reading]) -> dict[str, str]:
+    """A node's facts as its `node_facts` row holds them: its own readings (`is_own`: GPU
+    UUIDs and serials, hostname, boot id) in ``own``, every other in ``rest``, each
+    ``{status: {path: value}}`` with the value as ``[value, error]`` for a reading with an
+    error (a fact's value is never a list). Grouped by status, a node's ~370 readings load as
+    plain values, not objects; apart from its own, nodes of one shape (flattened in one order)
+    write the same ``rest``, which a load decodes once for all of them."""
+    own: dict[str, dict[str, object]] = {}
+    rest: dict[str, dict[str, object]] = {}
     for path, reading in facts.items():
+        doc = own if is_own(path) else rest
         of = doc.get(reading.status)
         if of is None:
             of = doc[reading.status] = {}
         of[path] = reading.value if reading.error is None else [reading.value, reading.error]
-    return orjson.dumps(doc).decode()
+    return {"own": orjson.dumps(own).decode(), "rest": orjson.dumps(rest).decode()}
 
 
 def _load_facts(conn: Connection, stmt: Select) -> dict[str, dict[str, Reading]]:
-    """The facts of each node `stmt` selects (node, doc), read straight off the DBAPI cursor.
+    """The facts of each node `stmt` selects (node, own, rest), read straight off the DBAPI
+    cursor.
 
     At 10,000 nodes this is ~3.7 million readings: the rows come as plain tuples, a chunk at
-    a time (never all at once), and nodes repeat the same paths and mostly the same
-    readings, so each distinct one is one object, shared. Text and integers are their own
-    keys (no text equals a number); the rest go with their type, as True and 1 are equal keys,
-    and floats by their bits (0.0 and -0.0 are equal too).
+    a time (never all at once). Nodes of one shape store the same ``rest`` (`_facts_docs`),
+    decoded once and copied for each (up to _RESTS_MAX distinct ones at a time), and repeat
+    the same paths and mostly the same readings, so each distinct one is one object, shared.
     """
     result = conn.execute(stmt)
     facts: dict[str, dict[str, Reading]] = {}
     shared: dict[str, dict[object, Reading]] = {}
     intern = {}.setdefault
+    rests: dict[str, dict[str, Reading]] = {}
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
         while rows := result.cursor.fetchmany(_LOAD_CHUNK):
-            for node, doc in rows:
-                facts[node] = of_node = {}
-                for status, entries in orjson.loads(doc).items():
-                    status = intern(status, status)
-                    readings = shared.setdefault(status, {})
-                    known = readings.get
-                    for path, value in entries.items():
-                        kind = value.__class__
-                        if kind is list:
-                            reading = Reading(status, value[0], value[1])
-                        else:
-                            if kind is str or kind is int:
-                                key = value
-                            else:
-                                key = (kind, value.hex() if kind is float else value)
-                            reading = known(key)
-                            if reading is None:
-                                reading = readings[key] = Reading(status, value)
-                        of_node[intern(path, path)] = reading
+            for node, own, rest in rows:
+                base = rests.get(rest)
+                if base is None:
+                    base = {}
+                    _decode(rest, base, shared, intern)
+                    if len(rests) >= _RESTS_MAX:
+                        rests.clear()
+                    rests[rest] = base
+                facts[node] = of_node = base.copy()
+                _decode(own, of_node, shared, intern)
     except dbapi_error as exc:
         raise DBAPIError.instance(str(stmt), None, exc, dbapi_error) from exc
     finally:
         result.close()
     return facts
+
+
+def _decode(
+    doc: str,
+    into: dict[str, Reading],
+    shared: dict[str, dict[object, Reading]],
+    intern: Callable[[str, str], str],
+) -> None:
+    """The readings of a `_facts_docs` document into `into`, each distinct one taken from (or
+    added to) `shared` by status. Text and integers are their own keys (no text equals a
+    number); the rest go with their type, as True and 1 are equal keys, and floats by their
+    bits (0.0 and -0.0 are equal too)."""
+    for status, entries in orjson.loads(doc).items():
+        status = intern(status, status)
+        readings = shared.setdefault(status, {})
+        known = readings.get
+        for path, value in entries.items():
+            kind = value.__class__
+            if kind is list:
+                reading = Reading(status, value[0], value[1])
+            else:
+                if kind is str or kind is int:
+                    key = value
+                else:
+                    key = (kind, value.hex() if kind is float else value)
+                reading = known(key)
+                if reading is None:
+                    reading = readings[key] = Reading(status, value)
+            into[intern(path, path)] = reading
 
 
 def _stored(row: Any, facts: dict[str, Reading], *, connected: bool) -> StoredNode:

@@ -13,13 +13,13 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from json.encoder import encode_basestring
 from typing import Literal, TypeVar
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from plumb.v1 import facts_pb2
@@ -37,6 +37,7 @@ __all__ = [
     "from_fact",
     "gpu_count",
     "hex_digest",
+    "is_own",
     "to_fact",
     "unflatten",
     "unindexed",
@@ -226,6 +227,27 @@ _OWN_FIELDS = {
 _SECTIONS_MAX = 1 << 10
 _SECTION_BYTES_MAX = 16 << 10
 _sections: dict[tuple[str, bytes], dict[str, Reading]] = {}
+
+
+def _own_paths(message: Descriptor, prefix: str = "") -> Iterator[str]:
+    """The paths, unindexed, of the `_OWN_FIELDS` under `message`."""
+    for field in message.fields:
+        kind = field.message_type
+        if kind is None or kind.full_name in _LEAF_TYPES:
+            continue
+        path = prefix + field.name + ("[]" if field.is_repeated else "")
+        yield from (f"{path}.{name}" for name in _OWN_FIELDS.get(kind.full_name, ()))
+        yield from _own_paths(kind, f"{path}.")
+
+
+_OWN_PATHS = frozenset(_own_paths(facts_pb2.NodeFacts.DESCRIPTOR))
+
+
+def is_own(path: str) -> bool:
+    """Whether the fact at `path` is one node's or one GPU's own (`_OWN_FIELDS`: a GPU's UUID
+    and serial, the hostname, the boot id), where nodes of one shape hold the same readings
+    at every other path."""
+    return unindexed(path) in _OWN_PATHS
 
 
 def _plan(prefix: str, field: FieldDescriptor, plans: dict[FieldDescriptor, _Plan]) -> _Plan:

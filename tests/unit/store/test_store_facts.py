@@ -167,6 +167,33 @@ def test_load_reads_nodes_across_fetch_chunks_sharing_equal_readings(store, monk
     assert (type(c.facts["i"].value), type(c.facts["b"].value)) == (int, bool)
 
 
+def test_nodes_of_one_shape_store_their_own_readings_apart_and_the_rest_alike(url, store):
+    shape = {
+        "driver.driver_version": Reading.ok("570.86.15"),
+        "gpus[0].name": Reading.ok("NVIDIA H100 80GB HBM3"),
+        "gpus[1].name": Reading.ok("NVIDIA H100 80GB HBM3"),
+    }
+    own = {
+        name: {
+            "host.hostname": Reading.ok(name),
+            "host.boot_id": Reading.failed("unreadable"),
+            "gpus[0].uuid": Reading.ok(f"GPU-{name}-0"),
+            "gpus[1].serial": Reading.ok(f"{name}-1"),
+        }
+        for name in ("a", "b")
+    }
+    store.apply([_added(name, {**shape, **own[name]}) for name in ("a", "b")])
+    a, b = store.load()
+    assert a.facts == {**shape, **own["a"]} and b.facts == {**shape, **own["b"]}
+    assert a.facts is not b.facts
+    rest = "SELECT rest FROM node_facts WHERE node = '{}'"
+    assert _sql(url, rest.format("a")) == _sql(url, rest.format("b"))
+    assert '"gpus[1].name"' in _sql(url, rest.format("a"))  # type: ignore[operator]
+    for name in ("a", "b"):
+        doc = _sql(url, f"SELECT own FROM node_facts WHERE node = '{name}'")
+        assert f'"GPU-{name}-0"' in doc and "driver" not in doc  # type: ignore[operator]
+
+
 def test_a_page_unreadable_mid_load_is_a_store_error_naming_the_load(tmp_path, monkeypatch):
     # A SQLite file of its own, whichever dialect this module runs for: its last page of
     # facts is overwritten, so the scan fails while fetching, after the first rows came.

@@ -1,5 +1,6 @@
 """Schema migrations: programmatic Alembic upgrade, idempotence, models in step."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,50 @@ def test_0010_moves_each_nodes_fact_rows_into_one_document_and_back(url):
     command.downgrade(config, "0009")
     back = _sql(url, "SELECT node, path, status, value, error FROM facts ORDER BY node, path")
     assert sorted(back) == sorted(_ROWS_0009)
+
+
+# A document as 0010-0011 wrote it: a node's every reading, its own (GPU UUID and serial,
+# hostname, boot id) among the rest.
+_DOC_0011 = (
+    '{"ok":{"host.hostname":"gpu-a","driver.driver_version":"570.86.15",'
+    '"gpus[0].uuid":"GPU-6b1d","gpus[0].name":"NVIDIA H100 80GB HBM3","gpus[1].serial":"1654"},'
+    '"error":{"host.boot_id":[null,"unreadable"],"cuda.cuda_runtime_version":[null,"no lib"]}}'
+)
+
+
+def test_0012_splits_each_document_into_the_nodes_own_readings_and_the_rest_and_back(url):
+    config = _alembic(url)
+    command.upgrade(config, "0011")
+    _sql(
+        url,
+        "INSERT INTO nodes (name, connected, first_seen_at)"
+        " VALUES ('a', false, '2026-01-01 00:00:00')",
+    )
+    _sql(url, f"INSERT INTO node_facts (node, doc) VALUES ('a', '{_DOC_0011}')")
+    migrate(url)
+    [(own, rest)] = _sql(url, "SELECT own, rest FROM node_facts")
+    assert json.loads(own) == {
+        "ok": {"host.hostname": "gpu-a", "gpus[0].uuid": "GPU-6b1d", "gpus[1].serial": "1654"},
+        "error": {"host.boot_id": [None, "unreadable"]},
+    }
+    assert json.loads(rest) == {
+        "ok": {"driver.driver_version": "570.86.15", "gpus[0].name": "NVIDIA H100 80GB HBM3"},
+        "error": {"cuda.cuda_runtime_version": [None, "no lib"]},
+    }
+    store = Store(url)
+    try:
+        [node] = store.load()
+    finally:
+        store.close()
+    assert node.facts == {
+        "host.hostname": Reading.ok("gpu-a"),
+        "driver.driver_version": Reading.ok("570.86.15"),
+        "gpus[0].uuid": Reading.ok("GPU-6b1d"),
+        "gpus[0].name": Reading.ok("NVIDIA H100 80GB HBM3"),
+        "gpus[1].serial": Reading.ok("1654"),
+        "host.boot_id": Reading("error", None, "unreadable"),
+        "cuda.cuda_runtime_version": Reading("error", None, "no lib"),
+    }
+    command.downgrade(config, "0011")
+    [(doc,)] = _sql(url, "SELECT doc FROM node_facts")
+    assert json.loads(doc) == json.loads(_DOC_0011)
