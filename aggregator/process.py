@@ -131,8 +131,9 @@ async def open_process(settings: AggregatorSettings) -> Process:
         store = await asyncio.to_thread(
             Store, settings.db, replica=settings.replica.name, exclusive=True
         )
-        stored = await asyncio.to_thread(store.load)
-        open_findings, baselines = await asyncio.to_thread(store.load_drift)
+        with heap.freezing():  # the fleet read is long-lived: out of later collector passes
+            stored = await asyncio.to_thread(store.load)
+            open_findings, baselines = await asyncio.to_thread(store.load_drift)
         await asyncio.to_thread(
             store.finish_interrupted_validations, utcnow(), settings.replica.alive_s
         )
