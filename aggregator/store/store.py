@@ -50,7 +50,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from plumb.aggregator.drift.engine import Baseline
 from plumb.aggregator.drift.model import DriftFinding
 from plumb.aggregator.validation.model import CheckResult, ValidationRun
-from plumb.facts import MAX_VALUE_CHARS, Reading, Status, is_own
+from plumb.facts import MAX_VALUE_CHARS, Reading, Status, own_paths
 
 from . import drift, validation
 from .lock import WriterLock, WriterLockHeld
@@ -759,20 +759,25 @@ def _node_shape(update: NodeUpdate) -> tuple[str, ...]:
 
 
 def _facts_docs(facts: Mapping[str, Reading]) -> dict[str, str]:
-    """A node's facts as its `node_facts` row holds them: its own readings (`is_own`: GPU
+    """A node's facts as its `node_facts` row holds them: its own readings (`own_paths`: GPU
     UUIDs and serials, hostname, boot id) in ``own``, every other in ``rest``, each
     ``{status: {path: value}}`` with the value as ``[value, error]`` for a reading with an
     error (a fact's value is never a list). Grouped by status, a node's ~370 readings load as
     plain values, not objects; apart from its own, nodes of one shape (flattened in one order)
     write the same ``rest``, which a load decodes once for all of them."""
-    own: dict[str, dict[str, object]] = {}
     rest: dict[str, dict[str, object]] = {}
     for path, reading in facts.items():
-        doc = own if is_own(path) else rest
-        of = doc.get(reading.status)
+        of = rest.get(reading.status)
         if of is None:
-            of = doc[reading.status] = {}
+            of = rest[reading.status] = {}
         of[path] = reading.value if reading.error is None else [reading.value, reading.error]
+    own: dict[str, dict[str, object]] = {}
+    for path in own_paths(tuple(facts)):
+        status = facts[path].status
+        of = rest[status]
+        own.setdefault(status, {})[path] = of.pop(path)
+        if not of:
+            del rest[status]
     return {"own": orjson.dumps(own).decode(), "rest": orjson.dumps(rest).decode()}
 
 

@@ -37,7 +37,7 @@ __all__ = [
     "from_fact",
     "gpu_count",
     "hex_digest",
-    "is_own",
+    "own_paths",
     "to_fact",
     "unflatten",
     "unindexed",
@@ -243,11 +243,12 @@ def _own_paths(message: Descriptor, prefix: str = "") -> Iterator[str]:
 _OWN_PATHS = frozenset(_own_paths(facts_pb2.NodeFacts.DESCRIPTOR))
 
 
-def is_own(path: str) -> bool:
-    """Whether the fact at `path` is one node's or one GPU's own (`_OWN_FIELDS`: a GPU's UUID
-    and serial, the hostname, the boot id), where nodes of one shape hold the same readings
-    at every other path."""
-    return unindexed(path) in _OWN_PATHS
+@lru_cache(maxsize=1 << 8)
+def own_paths(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `paths` whose facts are one node's or one GPU's own (`_OWN_FIELDS`: a GPU's
+    UUID and serial, the hostname, the boot id), in order; nodes of one shape hold the same
+    readings at every other path. Worked out once per distinct tuple of paths."""
+    return tuple(p for p in paths if unindexed(p) in _OWN_PATHS)
 
 
 def _plan(prefix: str, field: FieldDescriptor, plans: dict[FieldDescriptor, _Plan]) -> _Plan:

@@ -24,7 +24,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _NODES_AT_ONCE = 200
-# A node's own paths when this revision was written (plumb.facts.is_own).
+# A node's own paths when this revision was written (plumb.facts.own_paths).
 _OWN = re.compile(r"gpus\[\d+\]\.(uuid|serial)|host\.(hostname|boot_id)")
 
 _table = sa.table(
