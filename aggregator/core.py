@@ -7,12 +7,12 @@ result; the process module (process.py) builds this and everything it reads.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import orjson
 from pydantic import TypeAdapter
 
 from plumb import nccltests
@@ -91,8 +91,7 @@ class NodeRow:
 
     def __init__(self, out: dict):
         self.out = out
-        text = json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        self.json = text.encode()
+        self.json = orjson.dumps(out)  # what json.dumps writes for its str, int, bool and None
 
     def live(self, connected: bool, at: datetime | None) -> NodeRow:
         """This row with another connection and report time (a heartbeat, or a stream's open
