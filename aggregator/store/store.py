@@ -84,7 +84,7 @@ _STATUSES = frozenset(get_args(Status))
 _NODE_FIELDS = ("connected", "boot_id", "agent_version", "last_report_at", "content_hash")
 _SQLITE_BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another's lock before failing
 _LOAD_CHUNK = 500  # node_facts rows fetched at a time by `load`
-_RESTS_MAX = 512  # distinct `rest` documents a load keeps decoded (~30 KiB each)
+_RESTS_MAX = 512  # distinct `rest` documents a load keeps decoded (~50 KiB each with its text)
 
 _nodes: Table = NodeRow.__table__  # type: ignore[assignment]
 _facts: Table = NodeFactsRow.__table__  # type: ignore[assignment]
