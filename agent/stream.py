@@ -17,7 +17,9 @@ welcomed together (an aggregator restart, a rack powering on) otherwise send tog
 every interval after, and the aggregator takes the whole fleet's reports in bursts. A
 resumed session's first report waits a draw over one interval (`stagger`): after an
 aggregator restart the fleet resumes within seconds, and readings at once would put its
-every report in the seconds its reconnects need.
+every report in the seconds its reconnects need. So does a session whose Welcome says the
+aggregator is behind (`sensors_staggered`: the stream waits its turn to sync, as in a cold
+start of a whole fleet); otherwise the first report follows the FullFacts at once.
 Connections are retried forever: once the aggregator accepts TCP again, after a delay
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
@@ -213,6 +215,8 @@ class StreamClient:
         self._sensor_changes = welcome.report_settings.sensor_changes
         self._sensors_sent: list[GpuSensors] | None = None
         self._resumed = welcome.resumed and self._sent is not None
+        # The first report waits a draw over one interval: resumed, or an aggregator behind.
+        self._stagger_sensors = self._resumed or welcome.report_settings.sensors_staggered
         self.connections += 1
         log.info(
             "stream opened",
@@ -394,7 +398,8 @@ class StreamClient:
     async def _report_sensors(self, call: grpc.aio.StreamStreamCall) -> None:
         """Once the full facts are out, the GPUs' latest readings at once and then every
         `sensor_interval_s`, the second report `spread` over the first interval; in a resumed
-        session, the first report `stagger`ed over an interval, then every interval.
+        session, or where the Welcome says the aggregator is behind, the first report
+        `stagger`ed over an interval, then every interval.
 
         Read only when one is due: the aggregator keeps the latest value alone, so a reading
         between reports would be thrown away unseen. A read that raises is skipped (heartbeats
@@ -404,9 +409,9 @@ class StreamClient:
             return
         await self._facts_sent.wait()
         every = self._settings.sensor_interval_s
-        if self._resumed:
-            # The aggregator restarted or the stream broke: the whole fleet resumes within
-            # seconds, and readings sent at once would be its every report in those seconds.
+        if self._stagger_sensors:
+            # The aggregator restarted or the stream broke, or it is taking many syncs at
+            # once: readings sent at once would be the fleet's every report in those seconds.
             await asyncio.sleep(stagger(every))
             wait_s = every
         else:

@@ -2,7 +2,8 @@
 aggregator's Welcome says it holds them (`resumed`) the agent sends no FullFacts, only a
 delta of seq 1 for what changed while it was away; where it does not, FullFacts as always.
 A resumed session's first sensor report waits a draw over one interval (a restarted
-aggregator's whole fleet resumes at once); a session that sent FullFacts reports at once.
+aggregator's whole fleet resumes at once), and so does one whose Welcome says the aggregator
+is behind (`sensors_staggered`); any other session that sent FullFacts reports at once.
 
 The aggregator is a stand-in gRPC server that ends the first stream after acking its
 FullFacts, then answers the second Hello as the test says, recording what comes.
@@ -37,8 +38,8 @@ class Restarting(agent_pb2_grpc.AgentServiceServicer):
     """Acks the first stream's FullFacts and ends it; welcomes the second with `resumed`
     and queues the second Hello and every message after it."""
 
-    def __init__(self, resumed: bool):
-        self.resumed = resumed
+    def __init__(self, resumed: bool, staggered: bool = False):
+        self.resumed, self.staggered = resumed, staggered
         self.streams = 0
         self.acked = asyncio.Event()
         self.restart = asyncio.Event()  # set by the test: end the first stream
@@ -53,7 +54,11 @@ class Restarting(agent_pb2_grpc.AgentServiceServicer):
             self.first_hello = hello
         else:
             await self.sent.put(hello)
-        welcome = agent_pb2.Welcome(session_id=f"s-{self.streams}", resumed=self.resumed)
+        welcome = agent_pb2.Welcome(
+            session_id=f"s-{self.streams}",
+            resumed=self.resumed,
+            report_settings=agent_pb2.ReportSettings(sensors_staggered=self.staggered),
+        )
         await context.write(agent_pb2.ConnectResponse(welcome=welcome))
         while (msg := await context.read()) is not grpc.aio.EOF:
             if first:
@@ -66,12 +71,16 @@ class Restarting(agent_pb2_grpc.AgentServiceServicer):
 
 
 async def second_stream(
-    resumed: bool, settings: StreamSettings = SETTINGS, until: str | None = None
+    resumed: bool,
+    settings: StreamSettings = SETTINGS,
+    until: str | None = None,
+    staggered: bool = False,
 ) -> list[tuple[float, agent_pb2.ConnectRequest]]:
     """The second Hello and the first facts message after it, the node's facts having
     moved from BEFORE to AFTER while the first stream ended; with `until`, every message
-    up to the first of that kind. Each with when it arrived."""
-    servicer = Restarting(resumed)
+    up to the first of that kind. Each with when it arrived. `staggered`: every Welcome
+    says the aggregator is behind."""
+    servicer = Restarting(resumed, staggered)
     facts = BEFORE
     async with streaming(servicer, lambda: facts, settings, sense=lambda: GPUS):
         async with asyncio.timeout(30):
@@ -134,6 +143,23 @@ async def test_a_stream_that_sent_full_facts_reports_its_sensors_at_once(monkeyp
     monkeypatch.setattr(stream, "stagger", lambda interval_s, rng=None: draws.append(0) or 0.0)
     sent = await second_stream(False, REPORTS_A_MINUTE_APART, until="sensors")
     assert draws == []  # no delay drawn: its first report follows its FullFacts
+    assert [m.WhichOneof("message") for _, m in sent] == ["hello", "full_facts", "sensors"]
+
+
+async def test_a_stream_welcomed_by_an_aggregator_behind_reports_after_a_draw(monkeypatch):
+    draws: list[float] = []
+
+    def drawn(interval_s, rng=None):
+        draws.append(interval_s)
+        return 1.0
+
+    monkeypatch.setattr(stream, "stagger", drawn)
+    sent = await second_stream(False, REPORTS_A_MINUTE_APART, until="sensors", staggered=True)
+    # Both streams' first reports drew over the sensor interval: the first's too, whose
+    # Welcome also said so (it may still be drawing when the second stream opens).
+    assert draws and set(draws) == {60}
+    (hello_at, _), *_, (report_at, _) = sent
+    assert report_at - hello_at >= 1.0  # the drawn second, not at once
     assert [m.WhichOneof("message") for _, m in sent] == ["hello", "full_facts", "sensors"]
 
 
