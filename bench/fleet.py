@@ -797,26 +797,25 @@ class Scrape(NamedTuple):
     seconds: float
     bytes: int
     loop_lag: dict | None  # histogram(LOOP_LAG)
-    hellos: int  # Hellos the aggregator's servicer has read
+    messages: dict[str, int]  # messages the aggregator's servicer has read, by type
     welcome: dict | None  # histogram(REPLY, WELCOME): each Hello read to its Welcome written
 
 
-_HELLOS = re.compile(r'^plumb_ingest_messages_total\{type="hello"\} ([0-9.eE+]+)$', re.M)
+_MESSAGES = re.compile(r'^plumb_ingest_messages_total\{type="(\w+)"\} ([0-9.eE+]+)$', re.M)
 
 
 async def scrape(http: httpx.AsyncClient) -> Scrape:
     """One /metrics scrape: COUNTERS, its time and size, the loop-lag histogram and the
-    Hellos read."""
+    messages read by type."""
     t = time.perf_counter()
     r = await http.get("/metrics")
     seconds, text = time.perf_counter() - t, r.text
-    hellos = _HELLOS.search(text)
     return Scrape(
         metric_values(text, COUNTERS),
         seconds,
         len(r.content),
         histogram(text, LOOP_LAG),
-        int(float(hellos.group(1))) if hellos else 0,
+        {kind: int(float(n)) for kind, n in _MESSAGES.findall(text)},
         histogram(text, REPLY, WELCOME),
     )
 
@@ -1329,7 +1328,11 @@ async def cold_ramp(args, agg: Aggregator, http, workers, local: Fleet) -> dict:
         "agent_errors_total": sum(errors.values()),
         "agent_error_details": _summed(s["error_details"] for s in statuses),
         "hellos": sum(s["attempts"] for s in statuses),
-        "hellos_read_by_aggregator": s1.hellos,
+        "hellos_read_by_aggregator": s1.messages.get("hello", 0),
+        # Every message the ramp's streams sent that the aggregator read by its end, by type.
+        "messages_read_by_aggregator": {
+            kind: n - s0.messages.get(kind, 0) for kind, n in sorted(s1.messages.items())
+        },
         # The aggregator's part of a Hello's wait, beside the agents' own timing of it.
         "aggregator_hello_to_welcome": observed_between(s0.welcome, s1.welcome, since_start=True),
         "simulator_loop_lag": [s["loop_lag"] for s in statuses],
