@@ -17,10 +17,7 @@ welcomed together (an aggregator restart, a rack powering on) otherwise send tog
 every interval after, and the aggregator takes the whole fleet's reports in bursts. A
 resumed session's first report waits a draw over one interval (`stagger`): after an
 aggregator restart the fleet resumes within seconds, and readings at once would put its
-every report in the seconds its reconnects need. So does a session whose Welcome says the
-aggregator is behind (`sensors_staggered`: the stream waits its turn to sync, as in a cold
-start of a whole fleet), drawn from its FullFacts' Ack; otherwise the first report follows
-the FullFacts at once.
+every report in the seconds its reconnects need.
 Connections are retried forever: once the aggregator accepts TCP again, after a delay
 drawn from a window that doubles per failed attempt (capped), so a fleet comes back
 within about one window of an aggregator restart, and not in lockstep. An aggregator that
@@ -216,8 +213,6 @@ class StreamClient:
         self._sensor_changes = welcome.report_settings.sensor_changes
         self._sensors_sent: list[GpuSensors] | None = None
         self._resumed = welcome.resumed and self._sent is not None
-        # The first report waits a draw over one interval: resumed, or an aggregator behind.
-        self._stagger_sensors = self._resumed or welcome.report_settings.sensors_staggered
         self.connections += 1
         log.info(
             "stream opened",
@@ -233,7 +228,6 @@ class StreamClient:
         # Facts and sensors are read on worker threads, one read of the node at a time.
         self._reading = asyncio.Lock()
         self._facts_sent = asyncio.Event()
-        self._facts_taken = asyncio.Event()  # an Ack came, or the session resumed
         # (seq, digest) of the last facts message written, and when a message last told the
         # aggregator so (facts, a heartbeat, or a SensorReport standing in for one).
         self._live: tuple[int, bytes] = (0, b"")
@@ -262,9 +256,7 @@ class StreamClient:
             if msg is grpc.aio.EOF:
                 raise ConnectionError("aggregator closed the stream")
             kind = msg.WhichOneof("message")
-            if kind == "ack":
-                self._facts_taken.set()
-            elif kind == "resync":
+            if kind == "resync":
                 log.info("resync requested", extra={"reason": msg.resync.reason})
                 self._resync.set()
             elif kind == "run_checks":
@@ -364,7 +356,6 @@ class StreamClient:
         if self._resumed and self._sent is not None:
             seq, (facts, digest), wait_s = 0, self._sent, 0.0
             self._live = (seq, digest)
-            self._facts_taken.set()
         else:
             seq = 1  # seq of the last facts message; heartbeats repeat it
             facts = await self._read_node(self._collect)
@@ -403,8 +394,7 @@ class StreamClient:
     async def _report_sensors(self, call: grpc.aio.StreamStreamCall) -> None:
         """Once the full facts are out, the GPUs' latest readings at once and then every
         `sensor_interval_s`, the second report `spread` over the first interval; in a resumed
-        session, or where the Welcome says the aggregator is behind, the first report
-        `stagger`ed over an interval from the facts' Ack (or the resume), then every interval.
+        session, the first report `stagger`ed over an interval, then every interval.
 
         Read only when one is due: the aggregator keeps the latest value alone, so a reading
         between reports would be thrown away unseen. A read that raises is skipped (heartbeats
@@ -414,12 +404,9 @@ class StreamClient:
             return
         await self._facts_sent.wait()
         every = self._settings.sensor_interval_s
-        if self._stagger_sensors:
-            # The aggregator restarted or the stream broke, or it is taking many syncs at
-            # once: readings sent at once would be the fleet's every report in those seconds.
-            # The draw starts once it has taken the facts: a stream waiting its turn to sync
-            # has what it sent read together when its turn comes.
-            await self._facts_taken.wait()
+        if self._resumed:
+            # The aggregator restarted or the stream broke: the whole fleet resumes within
+            # seconds, and readings sent at once would be its every report in those seconds.
             await asyncio.sleep(stagger(every))
             wait_s = every
         else:

@@ -12,9 +12,7 @@ well, the readings kept either way. A malformed message, or one
 that breaks a bound or goes back in seq (aggregator/ingest/limits.py), aborts the stream
 with INVALID_ARGUMENT, and one over the size limit with RESOURCE_EXHAUSTED, before
 anything is stored. A stream beyond the streams syncing at once is welcomed and waits its
-turn, its FullFacts unread (ingest/syncing.py), and told to send its first SensorReport
-after a draw over one interval (ReportSettings.sensors_staggered) rather than with the
-syncs of the line it waits in. A Hello beyond what the aggregator takes at
+turn, its FullFacts unread (ingest/syncing.py). A Hello beyond what the aggregator takes at
 all (the line of waiting streams full, too many new names) gets RESOURCE_EXHAUSTED with a
 retry hint in the trailing metadata (limits.RETRY_AFTER_KEY), before Welcome. The transport
 itself refuses messages over four times the limit; those end the stream without reaching
@@ -134,8 +132,6 @@ class Ingest(agent_pb2_grpc.AgentServiceServicer):
                             heartbeat_interval_s=self._settings.heartbeat_interval_s,
                             sensors_heartbeat=True,
                             sensor_changes=True,
-                            # Behind: its first readings would come with the line's syncs.
-                            sensors_staggered=slot is not None and self._syncing.in_line(slot),
                         ),
                         resumed=resumed is not None,
                     )

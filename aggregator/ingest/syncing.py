@@ -117,10 +117,6 @@ class Syncing:
         self._line[slot] = None
         return slot
 
-    def in_line(self, slot: object) -> bool:
-        """Whether `slot` waits its turn (not yet granted)."""
-        return slot in self._line
-
     async def granted(self, slot: object) -> None:
         """Returns once `slot` may sync: at once for a free one, else on its turn."""
         if slot not in self._line:

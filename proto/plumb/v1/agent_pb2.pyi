@@ -102,18 +102,16 @@ class ConnectRequest(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., full_facts: _Optional[_Union[FullFacts, _Mapping]] = ..., delta: _Optional[_Union[FactsDelta, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., check_result: _Optional[_Union[CheckResult, _Mapping]] = ..., sensors: _Optional[_Union[_facts_pb2.SensorReport, _Mapping]] = ...) -> None: ...
 
 class ReportSettings(_message.Message):
-    __slots__ = ("poll_interval_s", "heartbeat_interval_s", "sensors_heartbeat", "sensor_changes", "sensors_staggered")
+    __slots__ = ("poll_interval_s", "heartbeat_interval_s", "sensors_heartbeat", "sensor_changes")
     POLL_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     SENSORS_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SENSOR_CHANGES_FIELD_NUMBER: _ClassVar[int]
-    SENSORS_STAGGERED_FIELD_NUMBER: _ClassVar[int]
     poll_interval_s: float
     heartbeat_interval_s: float
     sensors_heartbeat: bool
     sensor_changes: bool
-    sensors_staggered: bool
-    def __init__(self, poll_interval_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., sensors_heartbeat: _Optional[bool] = ..., sensor_changes: _Optional[bool] = ..., sensors_staggered: _Optional[bool] = ...) -> None: ...
+    def __init__(self, poll_interval_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., sensors_heartbeat: _Optional[bool] = ..., sensor_changes: _Optional[bool] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("session_id", "report_settings", "resumed")

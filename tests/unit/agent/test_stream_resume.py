@@ -2,9 +2,7 @@
 aggregator's Welcome says it holds them (`resumed`) the agent sends no FullFacts, only a
 delta of seq 1 for what changed while it was away; where it does not, FullFacts as always.
 A resumed session's first sensor report waits a draw over one interval (a restarted
-aggregator's whole fleet resumes at once), and so does one whose Welcome says the aggregator
-is behind (`sensors_staggered`), from its FullFacts' Ack; any other session that sent
-FullFacts reports at once.
+aggregator's whole fleet resumes at once); a session that sent FullFacts reports at once.
 
 The aggregator is a stand-in gRPC server that ends the first stream after acking its
 FullFacts, then answers the second Hello as the test says, recording what comes.
@@ -39,14 +37,12 @@ class Restarting(agent_pb2_grpc.AgentServiceServicer):
     """Acks the first stream's FullFacts and ends it; welcomes the second with `resumed`
     and queues the second Hello and every message after it."""
 
-    def __init__(self, resumed: bool, staggered: bool = False, ack_after_s: float = 0.0):
-        self.resumed, self.staggered = resumed, staggered
-        self.ack_after_s = ack_after_s  # how long the second stream's FullFacts waits its Ack
+    def __init__(self, resumed: bool):
+        self.resumed = resumed
         self.streams = 0
         self.acked = asyncio.Event()
         self.restart = asyncio.Event()  # set by the test: end the first stream
         self.first_hello: agent_pb2.ConnectRequest | None = None
-        self.acked_at: float | None = None  # when the second stream's FullFacts was acked
         self.sent: asyncio.Queue[agent_pb2.ConnectRequest] = asyncio.Queue()
 
     async def Connect(self, request_iterator, context):  # noqa: N802
@@ -57,11 +53,7 @@ class Restarting(agent_pb2_grpc.AgentServiceServicer):
             self.first_hello = hello
         else:
             await self.sent.put(hello)
-        welcome = agent_pb2.Welcome(
-            session_id=f"s-{self.streams}",
-            resumed=self.resumed,
-            report_settings=agent_pb2.ReportSettings(sensors_staggered=self.staggered),
-        )
+        welcome = agent_pb2.Welcome(session_id=f"s-{self.streams}", resumed=self.resumed)
         await context.write(agent_pb2.ConnectResponse(welcome=welcome))
         while (msg := await context.read()) is not grpc.aio.EOF:
             if first:
@@ -71,22 +63,15 @@ class Restarting(agent_pb2_grpc.AgentServiceServicer):
                 await self.restart.wait()
                 return  # the stream ends: the agent reconnects
             await self.sent.put(msg)
-            if msg.WhichOneof("message") == "full_facts":
-                await asyncio.sleep(self.ack_after_s)
-                await context.write(agent_pb2.ConnectResponse(ack=agent_pb2.Ack(seq=1)))
-                self.acked_at = time.monotonic()
 
 
 async def second_stream(
-    resumed: bool,
-    settings: StreamSettings = SETTINGS,
-    until: str | None = None,
-    servicer: Restarting | None = None,
+    resumed: bool, settings: StreamSettings = SETTINGS, until: str | None = None
 ) -> list[tuple[float, agent_pb2.ConnectRequest]]:
     """The second Hello and the first facts message after it, the node's facts having
     moved from BEFORE to AFTER while the first stream ended; with `until`, every message
     up to the first of that kind. Each with when it arrived."""
-    servicer = servicer or Restarting(resumed)
+    servicer = Restarting(resumed)
     facts = BEFORE
     async with streaming(servicer, lambda: facts, settings, sense=lambda: GPUS):
         async with asyncio.timeout(30):
@@ -149,27 +134,6 @@ async def test_a_stream_that_sent_full_facts_reports_its_sensors_at_once(monkeyp
     monkeypatch.setattr(stream, "stagger", lambda interval_s, rng=None: draws.append(0) or 0.0)
     sent = await second_stream(False, REPORTS_A_MINUTE_APART, until="sensors")
     assert draws == []  # no delay drawn: its first report follows its FullFacts
-    assert [m.WhichOneof("message") for _, m in sent] == ["hello", "full_facts", "sensors"]
-
-
-async def test_a_stream_welcomed_by_an_aggregator_behind_reports_after_a_draw(monkeypatch):
-    draws: list[float] = []
-
-    def drawn(interval_s, rng=None):
-        draws.append(interval_s)
-        return 1.0
-
-    monkeypatch.setattr(stream, "stagger", drawn)
-    # Every Welcome says the aggregator is behind; the second stream's facts wait a second
-    # for their Ack, as a stream's in the syncing line do.
-    behind = Restarting(False, staggered=True, ack_after_s=1.0)
-    sent = await second_stream(False, REPORTS_A_MINUTE_APART, until="sensors", servicer=behind)
-    # Both streams' first reports drew over the sensor interval: the first's too, whose
-    # Welcome also said so (it may still be drawing when the second stream opens).
-    assert draws and set(draws) == {60}
-    report_at = sent[-1][0]
-    assert behind.acked_at is not None
-    assert report_at - behind.acked_at >= 1.0  # the drawn second counts from the Ack
     assert [m.WhichOneof("message") for _, m in sent] == ["hello", "full_facts", "sensors"]
 
 

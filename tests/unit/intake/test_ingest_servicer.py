@@ -321,19 +321,6 @@ async def test_a_stream_past_the_syncing_cap_is_welcomed_and_its_facts_wait_thei
     await end(waiting_task, waiting)
 
 
-async def test_only_a_stream_that_waits_its_turn_is_told_to_stagger_its_first_readings():
-    # One slot: the second stream waits in line while the first syncs.
-    settings = IngestSettings(min_syncing_streams=1, max_syncing_streams=1, max_waiting_streams=1)
-    ingest, _, _, _ = servicer(settings)
-    first, waiting = FakeContext(), FakeContext()
-    first_task = await open_stream(ingest, first, "gpu-1")
-    waiting_task = await open_stream(ingest, waiting, "gpu-2")
-    assert not first.written[0].welcome.report_settings.sensors_staggered
-    assert waiting.written[0].welcome.report_settings.sensors_staggered
-    await end(first_task, first)  # its slot goes to the waiting stream, which then ends too
-    await end(waiting_task, waiting)
-
-
 async def test_a_sync_waits_for_the_loop_to_be_free_after_the_one_before():
     # Each sync "takes" an hour by the pacer's clock, so the one after rests an hour.
     ingest, state, _, _ = servicer(pacer=Pacer(0.5, clock=Taking(3600)))
