@@ -38,8 +38,8 @@ Phases, each written into one JSON result (bench/results/scale_<mode>_<agents>.j
             may come first), and every error the agents saw, by code.
   cold-ramp --cold-ramp RATE: instead of all at once, agents start at RATE a second on an
             empty database; every error the agents see (by gRPC code, Welcome timeouts),
-            the time until all are synced (each node connected in /v1/nodes) and the
-            aggregator's event-loop lag.
+            the time until all are synced (each node connected in /v1/nodes), the
+            messages the aggregator read by then (by type) and its event-loop lag.
 
 Event-loop lag is the change of the aggregator's plumb_event_loop_lag_seconds histogram over
 the phase: count, mean, and p99 as the bound of the bucket holding it ("<= 0.01 s"); null
